@@ -1,0 +1,59 @@
+# W1D1 attention course. Quick start: `make lab`, `make test`.
+SHELL := /bin/bash
+PYTHON_BOOT ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8888
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+JOBS ?= 2
+SUBMISSIONS ?= data/demo_class
+OUT ?= grading
+
+.PHONY: venv lab test release grade export bench html system-deps lint selftest checks
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "is ignored: it is neither" || true
+	@$(PY) -c "import torch, nbgrader, jupyterlab" || { echo "install failed"; exit 1; }
+	@$(PY) -c "import sysconfig, os; open(os.path.join(sysconfig.get_paths()['purelib'], 'w1d1_course.pth'), 'w').write(os.getcwd() + '\n')"
+	@touch $(STAMP)
+
+# bubblewrap confines student kernels while grading (Debian package).
+system-deps:
+	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get install -y -q bubblewrap >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null)); \
+	  else echo "bubblewrap (bwrap) is missing: install it to grade in a sandbox"; fi; }
+
+lab: venv
+	@echo "JupyterLab: http://127.0.0.1:$(PORT)/lab (the token is in the URL printed below)"
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks/w1d1 --ip=127.0.0.1 --port=$(PORT) --no-browser $(ROOT_FLAG)
+
+test: venv system-deps
+	$(PY) -m pytest -q -n $(JOBS) tests
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+release: venv
+	$(PY) -m autograder release
+
+grade: venv system-deps
+	$(PY) -m autograder grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
+
+export: venv
+	$(VENV)/bin/nbgrader export --to $(OUT)/nbgrader_grades.csv
+
+selftest: venv
+	$(PY) solutions/w1d1_attention.py --selftest
+
+checks: venv
+	cd solutions/w1d1 && ../../$(PY) w1day1_checks.py
+
+bench: venv system-deps
+	$(PY) bench/bench.py
+
+html: venv
+	$(PY) -m autograder html --out site

@@ -1,0 +1,35 @@
+"""Command line: `python -m autograder grade|release ...`."""
+import argparse
+import sys
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m autograder", description="W1D1 课程的评分与发布工具")
+    sub = p.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grade", help="给全班评分：每个学生一个子文件夹")
+    g.add_argument("submissions", help="提交文件夹（每个学生一个子文件夹，文件夹名即学号）")
+    g.add_argument("--out", required=True, help="输出文件夹：grades.csv、feedback/、nbgrader/")
+    g.add_argument("--jobs", type=int, default=1, help="并行评分的学生数")
+    g.add_argument("--timeout", type=int, default=120, help="每个单元格的时间上限（秒）")
+    g.add_argument("--seed", type=int, default=None, help="检查用例的随机种子（默认每次随机）")
+    g.add_argument("--no-sandbox", action="store_true", help="不用沙箱（危险：学生代码可读取答案与成绩库）")
+    r = sub.add_parser("release", help="从 solutions/ 重新生成 notebooks/（nbgrader generate_assignment）")
+    r.add_argument("--to", default=None, help="写到别的文件夹（默认 notebooks/）")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.command == "grade":
+        from .grade import main as grade_main
+
+        return grade_main(args)
+    if args.command == "release":
+        from .release import release
+
+        return release(args.to)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The course as nbgrader sees it: config, paths, notebook names, and a throw-away course root."""
+import os
+import sys
+from pathlib import Path
+
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+REPO = Path(__file__).resolve().parents[1]
+ASSIGNMENT = "w1d1"
+# nbgrader runs `alembic` from PATH: make the running environment's scripts visible
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+NOTEBOOKS = ("01_self_attention", "02_scaled_dot_product", "03_masks", "04_multihead", "05_complexity", "06_api")
+SOURCE_DIR = REPO / "solutions"
+RELEASE_DIR = REPO / "notebooks"
+
+
+def available_notebooks():
+    """The notebooks of EXERCISES.md that exist in the source folder (in course order)."""
+    return [n for n in NOTEBOOKS if (SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb").exists()]
+
+
+def nbgrader_config(root, release_dir="release"):
+    """The repo's nbgrader_config.py, pointed at a separate course root (its own gradebook)."""
+    cfg = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    extra = Config()
+    extra.CourseDirectory.root = str(Path(root).resolve())
+    extra.CourseDirectory.source_directory = str(SOURCE_DIR)
+    extra.CourseDirectory.release_directory = str(release_dir)
+    extra.CourseDirectory.db_url = f"sqlite:///{Path(root).resolve() / 'gradebook.db'}"
+    cfg.merge(extra)
+    return cfg
+
+
+def api(root, release_dir="release"):
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    cfg = nbgrader_config(root, release_dir)
+    return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)

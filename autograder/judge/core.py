@@ -1,0 +1,112 @@
+"""Verdicts: compare what the student's code returned with a float64 reference, stage by stage."""
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from autograder.kernel import registry
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    message: str
+
+
+PASS = Verdict(True, "通过")
+
+
+def fail(message):
+    return Verdict(False, message)
+
+
+def judge_payload(payload, seed=None):
+    """Judge one probe payload. `seed` is the grader's; at home the payload's own is used."""
+    grade_id = payload.get("grade_id")
+    try:
+        drv = registry.driver(grade_id)
+    except KeyError as exc:
+        return fail(str(exc))
+    judge_fn = importlib.import_module(f"autograder.judge.{registry.module_for(grade_id)}").JUDGES[grade_id]
+    cases = drv.cases(seed=payload.get("seed", 0) if seed is None else seed, hidden=bool(payload.get("hidden")))
+    results = payload.get("results")
+    if not isinstance(results, list) or len(results) != len(cases):
+        return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
+    return judge_fn(cases, results)
+
+
+def fmt(x, max_items=24):
+    """A short printable form of an array or number."""
+    arr = np.asarray(x)
+    if arr.size > max_items:
+        flat = np.array2string(arr.ravel()[:max_items], precision=4, suppress_small=True, max_line_width=100)
+        return f"shape={arr.shape}，前 {max_items} 个元素：{flat} …"
+    return np.array2string(arr, precision=4, suppress_small=True, max_line_width=100)
+
+
+def _close(got, want, rtol, atol, equal_nan=False):
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False
+    if want.dtype.kind == "b" or got.dtype.kind == "b":
+        return bool(np.array_equal(got.astype(bool), want.astype(bool))) and got.dtype.kind == want.dtype.kind
+    return bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e-8, dtypes=None, show=None):
+    """Staged comparison.
+
+    reference(case) -> dict of expected values for `keys`.
+    diagnoses: (message, buggy(case) -> dict) pairs; on a mismatch the first bug whose output
+    the student's matches names the likely mistake.
+    dtypes: optional dict key -> expected dtype name reported by the driver under key + "_dtype".
+    show(case) -> short text describing the inputs of the failing case.
+    """
+    for i, (case, res) in enumerate(zip(cases, results)):
+        stage = case.get("stage", f"用例 {i + 1}")
+        if not isinstance(res, dict) or not res.get("ok"):
+            err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
+            return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
+        out = res.get("out") or {}
+        want = reference(case)
+        for key in keys:
+            if key not in out:
+                return fail(f"【{stage}】没有得到输出 `{key}`。")
+            got = np.asarray(out[key])
+            exp = np.asarray(want[key])
+            if got.shape != exp.shape:
+                return fail(f"【{stage}】`{key}` 的形状不对：期望 {tuple(exp.shape)}，得到 {tuple(got.shape)}。")
+            if dtypes and key in dtypes:
+                expected_dtype = dtypes[key](case) if callable(dtypes[key]) else dtypes[key]
+                got_dtype = out.get(f"{key}_dtype")
+                if got_dtype != expected_dtype:
+                    return fail(f"【{stage}】`{key}` 的 dtype 不对：期望 {expected_dtype}，得到 {got_dtype}。")
+            if exp.dtype.kind == "f" and got.dtype.kind == "f" and not np.all(np.isfinite(got)) and np.all(np.isfinite(exp)):
+                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or "结果里出现了 NaN 或 inf。"
+                return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
+            if not _close(got, exp, rtol, atol):
+                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or f"`{key}` 的数值与参考答案不一致。"
+                return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
+    return PASS
+
+
+def _diagnose(case, out, keys, diagnoses, rtol, atol):
+    for message, buggy in diagnoses:
+        try:
+            bug = buggy(case)
+        except Exception:
+            continue
+        tol = (max(rtol, 1e-5), max(atol, 1e-7))
+        if all(k in out and _close(out[k], bug[k], *tol, equal_nan=True) for k in keys if k in bug):
+            if any(k in bug for k in keys):
+                return message
+    return None
+
+
+def _want_got(key, exp, got, case, show):
+    lines = []
+    if show is not None:
+        lines.append(f"输入：{show(case)}")
+    lines.append(f"期望的 `{key}`：{fmt(exp)}")
+    lines.append(f"你的 `{key}`：{fmt(got)}")
+    return "\n".join(lines)

@@ -1,0 +1,4 @@
+"""Kernel side of the checks: test cells call `check(...)`."""
+from .runner import check
+
+__all__ = ["check"]

@@ -1,0 +1,88 @@
+"""Drivers of notebook 01 (§1): softmax, self_attention, score_diagnostics."""
+import numpy as np
+
+from .driver import Driver, lookup, rng, to_numpy
+
+
+def _call_softmax(ns, case):
+    fn = lookup(ns, "softmax")
+    x = case["x"].copy()
+    y = fn(x) if case["axis"] == -1 else fn(x, axis=case["axis"])
+    return {"y": to_numpy(y), "input_changed": not np.array_equal(x, case["x"])}
+
+
+def _softmax_cases(seed, hidden):
+    g = rng(seed, "softmax" + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "2×3 的小例子，默认 axis=-1", "x": np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]), "axis": -1},
+            {"stage": "沿 axis=0 归一化", "x": np.array([[1.0, 2.0], [3.0, 5.0], [0.5, -1.0]]), "axis": 0},
+            {"stage": "数值稳定性：±1e4 的输入", "x": np.array([[1e4, 0.0, -1e4], [1e4, 1e4 - 1.0, 1e4 - 2.0]]), "axis": -1},
+        ]
+    return [
+        {"stage": "一维输入", "x": g.normal(size=7), "axis": -1},
+        {"stage": "三维输入 (2,3,4)，axis=1", "x": g.normal(size=(2, 3, 4)) * 3, "axis": 1},
+        {"stage": "三维输入，axis=-2", "x": g.normal(size=(3, 5, 2)), "axis": -2},
+        {"stage": "大数值（1e4 量级）的随机输入", "x": g.normal(size=(4, 6)) * 1e4, "axis": -1},
+        {"stage": "全部相等的一行", "x": np.full((2, 5), 7.0), "axis": -1},
+        {"stage": "随机输入 (5,8)", "x": g.normal(size=(5, 8)) * 2, "axis": -1},
+    ]
+
+
+def _attention_inputs(g, T, d, d_k, d_v, scale=1.0):
+    return {"X": g.normal(size=(T, d)), "W_q": g.normal(size=(d, d_k)) * scale,
+            "W_k": g.normal(size=(d, d_k)) * scale, "W_v": g.normal(size=(d, d_v))}
+
+
+def _self_attention_cases(seed, hidden):
+    g = rng(seed, "self_attention" + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "T=1：只有一个 token，A 必须是 [[1]]，Y 就是 V", **_attention_inputs(g, 1, 4, 3, 2)},
+            {"stage": "d_k=4 ≠ d=6：缩放要用 √d_k", **_attention_inputs(g, 3, 6, 4, 5)},
+        ]
+    return [
+        {"stage": "随机输入 T=5, d=8, d_k=4, d_v=3", **_attention_inputs(g, 5, 8, 4, 3)},
+        {"stage": "随机输入 T=7, d=4, d_k=16, d_v=6（d_k > d）", **_attention_inputs(g, 7, 4, 16, 6)},
+        {"stage": "大分数（投影放大 30 倍）：softmax 必须数值稳定", **_attention_inputs(g, 4, 5, 3, 2, scale=30.0)},
+    ]
+
+
+def _call_self_attention(ns, case):
+    fn = lookup(ns, "self_attention")
+    args = [case[k].copy() for k in ("X", "W_q", "W_k", "W_v")]
+    out = fn(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"self_attention 应返回 (Y, A) 两个值，得到 {type(out).__name__}")
+    changed = any(not np.array_equal(a, case[k]) for a, k in zip(args, ("X", "W_q", "W_k", "W_v")))
+    return {"Y": to_numpy(out[0]), "A": to_numpy(out[1]), "input_changed": changed}
+
+
+def _diag_cases(seed, hidden):
+    g = rng(seed, "score_diagnostics" + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "对角线最大的 3×3 对称矩阵：比率 1，非对称度 0",
+             "S": np.array([[5.0, 1.0, 2.0], [1.0, 4.0, 0.5], [2.0, 0.5, 6.0]])},
+            {"stage": "一个非对称的 3×3 矩阵", "S": np.array([[0.0, 2.0, 1.0], [0.5, 1.0, 3.0], [0.0, 0.0, 1.0]])},
+        ]
+    cases = []
+    for T in (4, 9, 20):
+        S = g.normal(size=(T, T))
+        cases.append({"stage": f"随机 {T}×{T} 分数矩阵", "S": S})
+    X = g.normal(size=(12, 6))
+    cases.append({"stage": "不投影的 XXᵀ（对称、对角占优）", "S": X @ X.T})
+    return cases
+
+
+def _call_diag(ns, case):
+    rate = lookup(ns, "self_argmax_rate")(case["S"].copy())
+    asym = lookup(ns, "asymmetry")(case["S"].copy())
+    return {"rate": to_numpy(rate), "asym": to_numpy(asym)}
+
+
+DRIVERS = {
+    "softmax": Driver(("softmax",), _softmax_cases, _call_softmax),
+    "self_attention": Driver(("self_attention",), _self_attention_cases, _call_self_attention),
+    "score_diagnostics": Driver(("self_argmax_rate", "asymmetry"), _diag_cases, _call_diag),
+}

@@ -1,0 +1,166 @@
+"""nbgrader preprocessors: confined execution that survives bad cells, and verdicts from probe data.
+
+Configured in nbgrader_config.py, so `nbgrader autograde` in this repo grades exactly like
+`python -m autograder grade`.
+"""
+import ast
+import json
+import os
+import time
+
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat import NotebookNode
+from nbgrader import utils
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer
+
+from . import provenance
+from .judge import judge_payload
+from .kernel import registry, wire
+from .sandbox import SandboxKernelManager
+
+VERDICT_ENAME = "检查未通过"
+
+
+def _error_output(title, message):
+    return NotebookNode(output_type="error", ename=title, evalue=message, traceback=[f"{title}: {message}"])
+
+
+def _stream(text):
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+class SandboxedExecute(Execute):
+    """Execute in a confined kernel; a cell that hangs, kills its kernel or floods output costs
+    only itself: the kernel is restarted, the cells that worked are replayed, grading goes on."""
+
+    max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
+    notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s).").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
+        super().__init__(*args, **kwargs)
+        self.interrupt_on_timeout = False  # a loop may swallow KeyboardInterrupt: restart instead
+        self._broken = set()
+        self._done = []
+        self._out_bytes = {}
+        self._started = None
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
+        return super().preprocess(nb, resources, km)
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        if cell.cell_type != "code" or not cell.source.strip():
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        if time.monotonic() - self._started > self.notebook_timeout:
+            cell.outputs = [_error_output("未执行", f"整本笔记本超过了 {self.notebook_timeout} 秒的时间上限，这个单元格没有运行。")]
+            return cell
+        try:
+            result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            self._done.append(cell_index)
+            return result
+        except (CellTimeoutError, DeadKernelError) as exc:
+            why = (f"运行超过 {self.timeout} 秒，已终止" if isinstance(exc, CellTimeoutError)
+                   else "内核在运行这个单元格时退出了（os._exit、内存或 CPU 时间超限、崩溃）")
+            cell.outputs = list(cell.get("outputs", []))[:5] + [_error_output("单元格失败", why + "；之后的单元格在重启的内核里继续运行。")]
+            self._broken.add(cell_index)
+            await self._restart_and_replay(cell)
+            return cell
+
+    async def _restart_and_replay(self, failed_cell):
+        self.log.warning("restarting kernel after a failed cell; replaying %d cells", len(self._done))
+        await self.km.restart_kernel(now=True)
+        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        nb = self.nb
+        for index in list(self._done):
+            shadow = NotebookNode(cell_type="code", source=nb.cells[index].source, metadata=NotebookNode(),
+                                  outputs=[], execution_count=None)
+            try:
+                await super().async_execute_cell(shadow, index, None, False)
+            except (CellTimeoutError, DeadKernelError):
+                self._done.remove(index)
+                await self.km.restart_kernel(now=True)
+                await self.kc.wait_for_ready(timeout=self.startup_timeout)
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        is_probe = wire.MIME in content.get("data", {})
+        size = len(json.dumps(content, default=str))
+        used = self._out_bytes.get(cell_index, 0) + (0 if is_probe else size)
+        self._out_bytes[cell_index] = used
+        if used > self.max_output_bytes and not is_probe:
+            if used - size <= self.max_output_bytes:
+                outs.append(_stream(f"\n…（输出超过 {self.max_output_bytes} 字节，其余部分已丢弃）\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
+
+
+def check_calls(source):
+    """The (grade_id, hidden) pairs a test cell's source asks for."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
+            if isinstance(node.args[0], ast.Constant):
+                hidden = any(k.arg == "hidden" and getattr(k.value, "value", False) for k in node.keywords)
+                calls.append((node.args[0].value, bool(hidden)))
+    return calls
+
+
+def _payloads(cell):
+    found = []
+    for out in cell.get("outputs", []):
+        data = out.get("data", {}) if out.get("output_type") in ("display_data", "execute_result") else {}
+        if wire.MIME in data:
+            try:
+                text = data[wire.MIME]
+                found.append(wire.loads(text if isinstance(text, str) else json.dumps(text)))
+            except (ValueError, TypeError, KeyError):
+                found.append(None)
+    return found
+
+
+def judge_cell(nb, cell, seed):
+    """The verdict of one autograder test cell as (passed, message)."""
+    calls = check_calls(cell.source)
+    if not calls:
+        return False, "这个测试单元格里没有检查（单元格可能被改动过）。"
+    payloads = _payloads(cell)
+    lines = []
+    for grade_id, hidden in calls:
+        kind = "隐藏检查" if hidden else "公开检查"
+        try:
+            names = registry.driver(grade_id).names
+        except KeyError:
+            return False, f"未知的练习 {grade_id}"
+        problems = provenance.answer_problems(nb, grade_id, names)
+        if problems:
+            return False, f"{grade_id}：导入或加载现成的实现不算作答——" + "；".join(problems) + "。"
+        mine = [p for p in payloads if isinstance(p, dict) and p.get("grade_id") == grade_id and bool(p.get("hidden")) == hidden]
+        if len(mine) != 1 or len(payloads) != len(calls):
+            return False, (f"{grade_id}（{kind}）没有得到可用的检查结果：单元格没有运行完"
+                           "（前面的错误、超时或内核退出），或者输出被改动。")
+        problems = provenance.origin_problems(mine[0].get("origins", {}), names)
+        if problems:
+            return False, f"{grade_id}：" + "；".join(problems) + "。"
+        verdict = judge_payload(mine[0], seed=seed)
+        if not verdict.passed:
+            return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}"
+        lines.append(f"✅ {grade_id}：{kind}通过")
+    return True, "\n".join(lines)
+
+
+class JudgeProbes(NbGraderPreprocessor):
+    """Replace every autograder test cell's outputs by the grader's own verdict."""
+
+    def preprocess(self, nb, resources):
+        seed = int(os.environ.get("W1D1_GRADER_SEED", "0"))
+        for cell in nb.cells:
+            if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+                passed, message = judge_cell(nb, cell, seed)
+                cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]
+        return nb, resources

@@ -1,0 +1,48 @@
+"""nbgrader configuration: the repo root is the course.
+
+source = solutions/, release = notebooks/, assignment w1d1. Grading runs each student kernel in
+a bubblewrap sandbox and reaches verdicts in the grader's own process (see autograder/).
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from nbconvert.preprocessors import (
+    ClearMetadataPreprocessor,  # noqa: E402
+    CSSHTMLHeaderPreprocessor,  # noqa: E402
+)
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    GetGrades,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+from autograder.nbgrader_plugins import JudgeProbes, SandboxedExecute  # noqa: E402
+
+c = get_config()  # noqa: F821
+
+c.CourseDirectory.course_id = "w1d1-attention"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+
+c.ClearSolutions.code_stub = {"python": "# 在这里写你的代码\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "在这里写下你的回答。"
+
+# restore deleted test / locked cells instead of silently skipping them
+c.OverwriteCells.add_missing_cells = True
+
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute, JudgeProbes, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+c.Execute.timeout = 120
+c.SandboxedExecute.timeout = 120
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
+
+# feedback never shows the hidden checks' source
+c.ClearHiddenTests.enforce_metadata = False
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

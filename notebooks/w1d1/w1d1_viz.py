@@ -1,0 +1,117 @@
+"""Plot and statistics helpers shared by every W1D1 notebook (shipped to students).
+
+- Figures use English / math labels by default; `label(zh, en)` picks Chinese only when a
+  CJK font is installed, so no "Glyph missing" warning ever appears.
+- `heatmap` draws an attention matrix with tokens on both axes and a colour bar.
+- `seed_stats` reports median and range of a random quantity over several seeds.
+- `explorer` shows a static default figure and, where ipywidgets has a front-end, the controls.
+"""
+import inspect
+import warnings
+from functools import lru_cache
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import font_manager
+from matplotlib.ticker import MaxNLocator
+
+CJK_FONT_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei",
+                  "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "AR PL UMing CN")
+
+
+@lru_cache(maxsize=1)
+def cjk_font():
+    """Name of an installed CJK font, or None."""
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    for name in CJK_FONT_NAMES:
+        if name in installed:
+            return name
+    return None
+
+
+def setup():
+    """Notebook-wide plot defaults; adds a CJK font to the fallback list when one exists."""
+    matplotlib.rcParams.update({"figure.dpi": 100, "figure.figsize": (6.4, 4.0), "axes.grid": False,
+                                "font.size": 10})
+    font = cjk_font()
+    if font:
+        matplotlib.rcParams["font.sans-serif"] = [font] + list(matplotlib.rcParams["font.sans-serif"])
+        matplotlib.rcParams["axes.unicode_minus"] = False
+    return font
+
+
+def label(zh, en):
+    """Chinese text where a CJK font exists, English otherwise."""
+    return zh if cjk_font() else en
+
+
+def heatmap(A, xlabels=None, ylabels=None, title=None, ax=None, vmin=0.0, vmax=None, cmap="viridis",
+            annotate=None, xlabel="key", ylabel="query"):
+    """Attention heatmap: rows = queries, columns = keys, with a colour bar."""
+    A = np.asarray(A, dtype=float)
+    if ax is None:
+        size = min(7.0, 1.2 + 0.45 * max(A.shape))
+        _, ax = plt.subplots(figsize=(size + 1.0, size))
+    im = ax.imshow(A, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    T_q, T_k = A.shape
+    if xlabels is not None:
+        ax.set_xticks(range(T_k), labels=list(xlabels), rotation=45, ha="right")
+    else:  # positions are integers: no 2.5-style ticks
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if ylabels is not None:
+        ax.set_yticks(range(T_q), labels=list(ylabels))
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if annotate is None:
+        annotate = max(A.shape) <= 10
+    if annotate:
+        hi = np.nanmax(A) if vmax is None else vmax
+        for i in range(T_q):
+            for j in range(T_k):
+                ax.text(j, i, f"{A[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if A[i, j] < 0.6 * hi else "black")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def seed_stats(values):
+    """(median, min, max) of a list of per-seed measurements."""
+    v = np.asarray(values, dtype=float)
+    return float(np.median(v)), float(v.min()), float(v.max())
+
+
+def fmt_stats(values, fmt="{:.3g}"):
+    """'median [min, max] (n seeds)' for printing beside the course text's figure."""
+    med, lo, hi = seed_stats(values)
+    return f"{fmt.format(med)} [{fmt.format(lo)}, {fmt.format(hi)}]（{len(values)} 个种子）"
+
+
+def explorer(draw, **controls):
+    """Draw the default figure once (static: survives HTML export), then offer the widgets.
+
+    draw(**kwargs) makes one figure; controls are ipywidgets widgets or `interact` abbreviations.
+    The static figure uses draw's own keyword defaults where it has them (as `interact` does),
+    else the widget's value, else the first option of a list / the lower end of a tuple.
+    Returns the widget box, or None without ipywidgets.
+    """
+    params = inspect.signature(draw).parameters
+    defaults = {}
+    for k, w in controls.items():
+        if k in params and params[k].default is not inspect.Parameter.empty:
+            defaults[k] = params[k].default
+        else:
+            defaults[k] = getattr(w, "value", w[0] if isinstance(w, (list, tuple)) else w)
+    draw(**defaults)
+    plt.show()
+    try:
+        import ipywidgets as widgets
+    except ImportError:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return widgets.interactive(draw, **controls)

@@ -1,0 +1,84 @@
+"""Mutation suite: solution, correct variants pass; stub and buggy variants lose points with a named diagnosis.
+
+The answer cells are executed in-process here (fast); tests/test_grading_e2e.py sends a subset
+through the real sandboxed grader.
+"""
+import importlib
+import pkgutil
+
+import pytest
+
+import tests.variants as variants_pkg
+from autograder.judge import judge_payload
+from autograder.kernel import registry, wire
+from autograder.kernel.runner import run_cases
+
+STUB = "# 你的代码\nraise NotImplementedError()"
+
+
+def _load_variants():
+    table = {}
+    for mod in pkgutil.iter_modules(variants_pkg.__path__):
+        table.update(importlib.import_module(f"tests.variants.{mod.name}").VARIANTS)
+    return table
+
+
+VARIANTS = _load_variants()
+
+
+def verdicts(src, grade_id):
+    ns = {"__name__": "__main__"}
+    try:
+        exec(compile(src, "<answer cell>", "exec"), ns)
+    except NotImplementedError:
+        pass
+    return [judge_payload(wire.loads(wire.dumps(run_cases(grade_id, ns, hidden=h)))) for h in (False, True)]
+
+
+def _params(kind):
+    out = []
+    for gid, table in VARIANTS.items():
+        if kind == "solution":
+            out.append(pytest.param(gid, table["solution"], "", id=f"{gid}-solution"))
+        elif kind == "stub":
+            out.append(pytest.param(gid, STUB, "", id=f"{gid}-stub"))
+        else:
+            for i, item in enumerate(table[kind]):
+                src, diag = item if isinstance(item, tuple) else (item, "")
+                out.append(pytest.param(gid, src, diag, id=f"{gid}-{kind}{i}"))
+    return out
+
+
+@pytest.mark.parametrize("grade_id,src,_", _params("solution") + _params("correct"))
+def test_correct_answers_pass(grade_id, src, _):
+    for v in verdicts(src, grade_id):
+        assert v.passed, v.message
+
+
+@pytest.mark.parametrize("grade_id,src,_", _params("stub"))
+def test_release_stub_fails(grade_id, src, _):
+    assert not any(v.passed for v in verdicts(src, grade_id))
+
+
+@pytest.mark.parametrize("grade_id,src,diagnosis", _params("buggy"))
+def test_buggy_answers_lose_points(grade_id, src, diagnosis):
+    vs = verdicts(src, grade_id)
+    failed = [v for v in vs if not v.passed]
+    assert failed, f"buggy variant passed every check of {grade_id}"
+    assert diagnosis in failed[0].message, failed[0].message
+
+
+def test_every_registered_exercise_has_variants():
+    """Each exercise of EXERCISES.md that has a driver also has a mutation table."""
+    missing = []
+    for gid, module in registry.MODULE_OF.items():
+        try:
+            importlib.import_module(f"autograder.kernel.{module}")
+        except ModuleNotFoundError:
+            continue  # notebook not built yet
+        if gid not in VARIANTS:
+            missing.append(gid)
+    assert not missing, missing
+    for gid, table in VARIANTS.items():
+        assert len(table["correct"]) >= 2, gid
+        assert len(table["buggy"]) >= 3, gid

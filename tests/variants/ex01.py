@@ -1,0 +1,168 @@
+"""Variants of notebook 01's answers."""
+
+SOFTMAX = '''
+import numpy as np
+def softmax(x, axis=-1):
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+'''
+
+SELF_ATTENTION = '''
+import numpy as np
+def softmax(x, axis=-1):
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+def self_attention(X, W_q, W_k, W_v):
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    A = softmax(Q @ K.T / np.sqrt(W_q.shape[1]), axis=-1)
+    return A @ V, A
+'''
+
+DIAG = '''
+import numpy as np
+def self_argmax_rate(S):
+    return float(np.mean(np.argmax(S, axis=1) == np.arange(S.shape[0])))
+
+def asymmetry(S):
+    return float(np.linalg.norm(S - S.T) / np.linalg.norm(S))
+'''
+
+VARIANTS = {
+    "softmax": {
+        "solution": SOFTMAX,
+        "correct": [
+            # log-sum-exp style
+            '''
+import numpy as np
+def softmax(x, axis=-1):
+    m = x.max(axis=axis, keepdims=True)
+    lse = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return np.exp(x - lse)
+''',
+            # moveaxis + explicit loop over rows
+            '''
+import numpy as np
+def softmax(x, axis=-1):
+    x = np.ascontiguousarray(np.moveaxis(np.asarray(x, dtype=float), axis, -1))
+    out = np.zeros(x.shape)
+    flat_in, flat_out = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
+    for i, row in enumerate(flat_in):
+        e = np.exp(row - row.max())
+        flat_out[i] = e / e.sum()
+    return np.moveaxis(out, -1, axis)
+''',
+            # torch inside, numpy out
+            '''
+import numpy as np, torch
+def softmax(x, axis=-1):
+    return torch.softmax(torch.from_numpy(np.asarray(x, dtype=np.float64)), dim=axis).numpy()
+''',
+        ],
+        "buggy": [
+            ('''
+import numpy as np
+def softmax(x, axis=-1):
+    e = np.exp(x)
+    return e / e.sum(axis=axis, keepdims=True)
+''', "数值不稳定"),
+            ('''
+import numpy as np
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+''', "轴不对"),
+            ('''
+import numpy as np
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+''', "全部元素的和"),
+            ('''
+import numpy as np
+def softmax(x, axis=-1):
+    x -= x.max(axis=axis, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=axis, keepdims=True)
+    return x
+''', "修改了输入"),
+        ],
+    },
+    "self_attention": {
+        "solution": SELF_ATTENTION,
+        "correct": [
+            '''
+import numpy as np
+def self_attention(X, W_q, W_k, W_v):
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    S = np.einsum("id,jd->ij", Q, K) / np.sqrt(Q.shape[-1])
+    S = S - S.max(axis=1, keepdims=True)
+    A = np.exp(S) / np.exp(S).sum(axis=1, keepdims=True)
+    return np.einsum("ij,jv->iv", A, V), A
+''',
+            '''
+import math
+import torch
+def self_attention(X, W_q, W_k, W_v):
+    X, W_q, W_k, W_v = (torch.as_tensor(a, dtype=torch.float64) for a in (X, W_q, W_k, W_v))
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    A = torch.softmax(Q @ K.T / math.sqrt(W_k.shape[1]), dim=-1)
+    return (A @ V).numpy(), A.numpy()
+''',
+        ],
+        "buggy": [
+            (SELF_ATTENTION.replace(" / np.sqrt(W_q.shape[1])", ""), "缺少缩放"),
+            (SELF_ATTENTION.replace("np.sqrt(W_q.shape[1])", "np.sqrt(X.shape[1])"), "√d_k"),
+            (SELF_ATTENTION.replace("axis=-1)\n    return", "axis=0)\n    return"), "方向不对"),
+            (SELF_ATTENTION.replace("np.sqrt(W_q.shape[1])", "W_q.shape[1]"), "除以了 d_k"),
+            (SELF_ATTENTION.replace("return A @ V, A", "return A @ (X @ W_k), A"), ""),
+            # returns the pair in the wrong order
+            (SELF_ATTENTION.replace("return A @ V, A", "return A, A @ V"), ""),
+            # scores transposed: keys as rows (K Q^T), the row/column roles swapped
+            (SELF_ATTENTION.replace("Q @ K.T", "K @ Q.T"), ""),
+        ],
+    },
+    "score_diagnostics": {
+        "solution": DIAG,
+        "correct": [
+            '''
+import numpy as np
+def self_argmax_rate(S):
+    hits = sum(1 for i, row in enumerate(S) if int(np.argmax(row)) == i)
+    return hits / len(S)
+
+def asymmetry(S):
+    return np.sqrt(((S - S.T) ** 2).sum()) / np.sqrt((S ** 2).sum())
+''',
+            '''
+import torch
+def self_argmax_rate(S):
+    S = torch.as_tensor(S)
+    return (S.argmax(dim=-1) == torch.arange(S.shape[0])).double().mean().item()
+
+def asymmetry(S):
+    S = torch.as_tensor(S)
+    return (torch.linalg.matrix_norm(S - S.T) / torch.linalg.matrix_norm(S)).item()
+''',
+            # diagonal compared with the row maximum; antisymmetric part
+            '''
+import numpy as np
+def self_argmax_rate(S):
+    return float((np.diag(S) == S.max(axis=1)).mean())
+
+def asymmetry(S):
+    return float(2 * np.linalg.norm((S - S.T) / 2) / np.linalg.norm(S))
+''',
+        ],
+        "buggy": [
+            (DIAG.replace("axis=1", "axis=0"), "方向"),
+            # spectral norm instead of Frobenius
+            (DIAG.replace("np.linalg.norm(S - S.T) / np.linalg.norm(S)",
+                          "np.linalg.norm(S - S.T, 2) / np.linalg.norm(S, 2)"), ""),
+            (DIAG.replace("float(np.mean(", "float(np.sum("), "比例"),
+            (DIAG.replace(" / np.linalg.norm(S))", ")"), "忘了除以"),
+        ],
+    },
+}

@@ -8,6 +8,7 @@ import json
 import os
 import time
 
+from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from nbgrader import utils
@@ -68,20 +69,34 @@ class SandboxedExecute(Execute):
             await self._restart_and_replay(cell)
             return cell
 
+    execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
+
+    async def _fresh_kernel(self):
+        """Kill the kernel and start a new one with a new client (new sockets)."""
+        try:
+            self.kc.stop_channels()
+            await ensure_async(self.km.shutdown_kernel(now=True))
+        except Exception as exc:  # a kernel that is already gone
+            self.log.warning("shutting down the failed kernel: %s", exc)
+        self.km = self.create_kernel_manager()
+        await self.async_start_new_kernel()
+        await self.async_start_new_kernel_client()
+
     async def _restart_and_replay(self, failed_cell):
-        self.log.warning("restarting kernel after a failed cell; replaying %d cells", len(self._done))
-        await self.km.restart_kernel(now=True)
-        await self.kc.wait_for_ready(timeout=self.startup_timeout)
+        self.log.warning("fresh kernel after a failed cell; replaying %d cells", len(self._done))
+        await self._fresh_kernel()
         nb = self.nb
         for index in list(self._done):
-            shadow = NotebookNode(cell_type="code", source=nb.cells[index].source, metadata=NotebookNode(),
+            original = nb.cells[index]
+            shadow = NotebookNode(cell_type="code", source=original.source, metadata=NotebookNode(),
                                   outputs=[], execution_count=None)
             try:
                 await super().async_execute_cell(shadow, index, None, False)
             except (CellTimeoutError, DeadKernelError):
                 self._done.remove(index)
-                await self.km.restart_kernel(now=True)
-                await self.kc.wait_for_ready(timeout=self.startup_timeout)
+                await self._fresh_kernel()
+            finally:
+                nb.cells[index] = original  # nbclient stores the executed cell back by index
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})

@@ -10,7 +10,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 FORBIDDEN_MODULES = {"w1d1_attention", "w1day1_checks", "autograder", "solutions", "importlib", "runpy",
                      "imp", "marshal", "pickle", "dill", "ctypes", "subprocess", "zipimport"}
-FORBIDDEN_CALLS = {"__import__", "exec", "eval", "compile", "open", "get_ipython", "execfile", "globals",
+FORBIDDEN_CALLS = {"__import__", "exec", "eval", "compile", "get_ipython", "execfile", "globals",
                    "vars", "breakpoint"}
 _transformer = TransformerManager()
 

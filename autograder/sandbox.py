@@ -56,7 +56,8 @@ def bwrap_command(cmd, workdir, runtime_dir, *, memory_mb=3072, cpu_seconds=600,
              "--setenv", "W1D1_GRADING", "1", "--setenv", "W1D1_SEED", str(seed),
              "--setenv", "PYTHONPATH", str(REPO_ROOT), "--setenv", "OMP_NUM_THREADS", "1",
              "--setenv", "JUPYTER_RUNTIME_DIR", str(runtime_dir),
-             "--unsetenv", "JPY_SESSION_NAME", "--unsetenv", "JPY_PARENT_PID", "--"]
+             "--unsetenv", "JPY_SESSION_NAME", "--unsetenv", "JPY_PARENT_PID",
+             "--remount-ro", "/", "--"]
     return args + list(cmd)
 
 

@@ -18,7 +18,8 @@ def _free_port():
 
 def test_make_lab_serves_jupyterlab(tmp_path):
     port = _free_port()
-    env = {**os.environ, "JUPYTER_TOKEN": "w1d1-test", "JUPYTER_RUNTIME_DIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {**os.environ, "JUPYTER_TOKEN": "w1d1-test", "JUPYTER_RUNTIME_DIR": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["make", "-s", "lab", f"PORT={port}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

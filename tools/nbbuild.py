@@ -64,7 +64,7 @@ class Notebook:
 
     def test(self, grade_id, public=None, *, hidden=None, points=1):
         """An autograded test cell: public lines run at home; hidden lines only when grading."""
-        lines = [CHECK_IMPORT]
+        lines = [CHECK_IMPORT, ""]
         if public:
             lines.append(public.strip("\n"))
         if hidden:

@@ -3,7 +3,8 @@
 - Figures use English / math labels by default; `label(zh, en)` picks Chinese only when a
   CJK font is installed, so no "Glyph missing" warning ever appears.
 - `heatmap` draws an attention matrix with tokens on both axes and a colour bar.
-- `seed_stats` reports median and range of a random quantity over several seeds.
+- `seed_stats` reports median and range of a random quantity over several seeds; `band` plots
+  such per-seed runs as a median line with a min–max band.
 - `explorer` shows a static default figure and, where ipywidgets has a front-end, the controls.
 """
 import inspect
@@ -89,6 +90,18 @@ def fmt_stats(values, fmt="{:.3g}"):
     """'median [min, max] (n seeds)' for printing beside the course text's figure."""
     med, lo, hi = seed_stats(values)
     return f"{fmt.format(med)} [{fmt.format(lo)}, {fmt.format(hi)}]（{len(values)} 个种子）"
+
+
+def band(ax, x, runs, label=None, color=None, **kwargs):
+    """Median over seeds as a line, min–max over seeds as a shaded band.
+
+    runs: array (n_seeds, len(x)). Works on log axes (set the scale before or after).
+    Returns the median line.
+    """
+    runs = np.asarray(runs, dtype=float)
+    (line,) = ax.plot(x, np.median(runs, axis=0), label=label, color=color, **kwargs)
+    ax.fill_between(x, runs.min(axis=0), runs.max(axis=0), color=line.get_color(), alpha=0.2, lw=0)
+    return line
 
 
 def explorer(draw, **controls):

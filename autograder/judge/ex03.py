@@ -1,0 +1,512 @@
+"""Verdicts of notebook 03 (§3): masks, masked softmax, and the left-padding NaN trap.
+
+Every verdict is staged (the first case that fails is reported) and shows the smallest slice
+that differs: a mask as a grid of · (kept) and ✗ (blocked), a tensor as its first differing sample.
+"""
+import numpy as np
+
+from .core import PASS, fail, fmt
+
+INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
+OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
+                 "用 torch.finfo(scores.dtype).min，它总是和分数同一个 dtype。")
+NOT_TENSOR = "应返回 torch.Tensor（torch 练习），你返回的不是张量。"
+DTYPE_HINT = "掩码要用 dtype=torch.bool：masked_fill 和本课程的约定都要求布尔掩码，True = 屏蔽。"
+INVERTED = "约定反了：本课程的布尔掩码 True = 屏蔽；你按 True = 允许（SDPA 的约定，§A.3）处理了。"
+DIAG0 = ("对角线也被屏蔽了：triu 要写 diagonal=1（严格上三角）。diagonal=0 把每个 query 自己也屏蔽掉，"
+         "第一行整行被掩，softmax 得到 NaN（§3.4、§A.4）。")
+GRAD_MISSING = "梯度没有传回输入：是不是用了 .detach()、.numpy()、torch.no_grad() 或新建了张量？结果要能反向传播。"
+
+
+# ----------------------------------------------------------------- shared helpers
+
+
+def _close(got, want, rtol=1e-5, atol=1e-7, equal_nan=True):
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False
+    if got.dtype.kind == "b" or want.dtype.kind == "b":
+        return got.dtype.kind == want.dtype.kind and bool(np.array_equal(got, want))
+    return bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def _view_identity(case, arr):
+    return arr
+
+
+def consistent(diagnoses, cases, results, key, view=_view_identity):
+    """Keep the bugs whose output matches the student's on every case that ran.
+
+    Several bugs coincide on tiny cases (T=1); the whole set of cases picks the right one.
+    Falls back to the full list when no single bug explains everything.
+    """
+    kept = []
+    for message, buggy in diagnoses:
+        ok = True
+        for case, res in zip(cases, results):
+            try:
+                ok = _close(view(case, res["out"][key]), view(case, buggy(case)[key]))
+            except (KeyError, IndexError, TypeError, ValueError):
+                ok = False
+            if not ok:
+                break
+        if ok:
+            kept.append((message, buggy))
+    return kept or list(diagnoses)
+
+
+def diagnose(case, got, diagnoses, key, view=_view_identity):
+    """The first bug whose output matches the student's on this case."""
+    for message, buggy in diagnoses:
+        try:
+            if _close(view(case, got), view(case, buggy(case)[key])):
+                return message
+        except (KeyError, IndexError, TypeError, ValueError):
+            pass
+    return None
+
+
+def first_bad(got, want, lead, rtol=0.0, atol=0.0):
+    """Index over the first `lead` dims of the first sub-array where `got` and `want` differ."""
+    for idx in np.ndindex(*got.shape[:lead]):
+        if not _close(got[idx], want[idx], rtol, atol, equal_nan=False):
+            return idx
+    return ()
+
+
+def _where(idx, names):
+    parts = [f"{n}={i}" for n, i in zip(names, idx)]
+    return f"（显示 {', '.join(parts)} 这一片）" if parts else ""
+
+
+def grid(m):
+    """A bool mask as rows of · (kept) and ✗ (blocked), as in the course text."""
+    m = np.atleast_2d(np.asarray(m, dtype=bool))
+    return ["[ " + " ".join("✗" if x else "·" for x in row) + " ]" for row in m]
+
+
+def side_by_side(want, got, axes="行 = query，列 = key"):
+    w, g = grid(want), grid(got)
+    width = max(len(s) for s in w + ["期望"])
+    lines = [f"  {'期望'.ljust(width - 2)}    你的"]
+    lines += [f"  {a.ljust(width)}  {b}" for a, b in zip(w, g)]
+    return "\n".join(lines) + f"\n  （✗ = True = 屏蔽，· = 保留；{axes}）"
+
+
+def _error_verdict(case, res):
+    err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
+    hint = f"\n提示：{OVERFLOW_HINT}" if "overflow" in err else ""
+    return fail(f"【{case['stage']}】你的代码抛出了异常：\n{err}{hint}")
+
+
+def _first_error(cases, results):
+    for case, res in zip(cases, results):
+        if not (isinstance(res, dict) and res.get("ok") and isinstance(res.get("out"), dict)):
+            return _error_verdict(case, res)
+    return None
+
+
+def _inputs_untouched(cases, results):
+    for case, res in zip(cases, results):
+        if res["out"].get("input_changed"):
+            return fail(f"【{case['stage']}】{INPUT_CHANGED}")
+    return None
+
+
+def _want_got(name, want, got, where="", note=""):
+    return (f"期望的 {name}{where}{note}：\n{fmt(want, max_items=80)}\n"
+            f"你的 {name}：\n{fmt(got, max_items=80)}")
+
+
+# ----------------------------------------------------------------- the three mask builders
+
+
+def _mask_verdict(cases, results, reference, diagnoses, show, names=(), shape_hint="", axes="行 = query，列 = key"):
+    err = _first_error(cases, results)
+    if err:
+        return err
+    diagnoses = consistent(diagnoses, cases, results, "m")
+    for c, res in zip(cases, results):
+        out = res["out"]
+        got, want = np.asarray(out["m"]), reference(c)["m"]
+        if got.shape != want.shape:
+            return fail(f"【{c['stage']}】掩码的形状不对：期望 {want.shape}，得到 {got.shape}。{shape_hint}")
+        if out.get("m_dtype") != "bool":
+            return fail(f"【{c['stage']}】掩码的 dtype 不对：期望 bool，得到 {out.get('m_dtype')}。{DTYPE_HINT}")
+        if not np.array_equal(got, want):
+            msg = diagnose(c, got, diagnoses, "m") or "掩码与参考答案不一致。"
+            lead = max(want.ndim - 2, 0)
+            idx = first_bad(got, want, lead)
+            return fail(f"【{c['stage']}】{msg}\n输入：{show(c)}{_where(idx, names)}\n{side_by_side(want[idx], got[idx], axes)}")
+    for c, res in zip(cases, results):
+        if not res["out"].get("m_is_tensor"):
+            return fail(f"【{c['stage']}】{NOT_TENSOR}")
+    return _inputs_untouched(cases, results) or PASS
+
+
+def causal_ref(T, diagonal=1):
+    return np.triu(np.ones((T, T), dtype=bool), k=diagonal)
+
+
+def judge_causal_mask(cases, results):
+    diagnoses = [
+        (DIAG0, lambda c: {"m": causal_ref(c["T"], 0)}),
+        (INVERTED + " 因果掩码的 True 应在严格上三角（未来的 key）。", lambda c: {"m": ~causal_ref(c["T"])}),
+        ("方向反了：应屏蔽 key 下标 > query 下标（未来，严格上三角），你屏蔽的是过去（下三角）。",
+         lambda c: {"m": causal_ref(c["T"]).T.copy()}),
+        ("少屏蔽了一条对角线：diagonal=2 只屏蔽了「后天」，紧挨着的下一个 token 仍然可见（答案泄露）。",
+         lambda c: {"m": causal_ref(c["T"], 2)}),
+    ]
+    return _mask_verdict(cases, results, lambda c: {"m": causal_ref(c["T"])}, diagnoses,
+                         show=lambda c: f"T={c['T']}")
+
+
+def pad_ref(lengths, T, side="right"):
+    pos = np.arange(T)[None, :]
+    lengths = np.asarray(lengths)[:, None]
+    return pos >= lengths if side == "right" else pos < T - lengths
+
+
+def _side(c):
+    return c["side"] or "right"
+
+
+def judge_padding_mask(cases, results):
+    other = {"left": "right", "right": "left"}
+    diagnoses = [
+        ("左右弄反了：side='right'（默认）时 pad 在后面，side='left' 时 pad 在前面（批量生成用左补齐）。",
+         lambda c: {"m": pad_ref(c["lengths"], c["T"], other[_side(c)])}),
+        ("没有处理 side='left'：左补齐时 pad 在前面，位置 t 是 pad 当且仅当 t < T − length。",
+         lambda c: {"m": pad_ref(c["lengths"], c["T"], "right")}),
+        ("默认值不对：不写 side 时应是右补齐 side='right'。",
+         lambda c: {"m": pad_ref(c["lengths"], c["T"], c["side"] or "left")}),
+        ("约定反了：True 应标出 pad 位置（= 屏蔽），你把真实 token 标成了 True。",
+         lambda c: {"m": ~pad_ref(c["lengths"], c["T"], _side(c))}),
+        ("差一错误：右补齐时从下标 length 开始（含）是 pad，即 pos >= length；左补齐时 pos < T − length。",
+         lambda c: {"m": (np.arange(c["T"])[None, :] > np.asarray(c["lengths"])[:, None]) if _side(c) == "right"
+                    else (np.arange(c["T"])[None, :] <= c["T"] - np.asarray(c["lengths"])[:, None])}),
+    ]
+
+    def show(c):
+        return (f"lengths={[int(n) for n in c['lengths']]}（{'1 维 tensor' if c['as'] == 'tensor' else 'list'}）, "
+                f"T={c['T']}, side={c['side']!r}")
+
+    return _mask_verdict(cases, results, lambda c: {"m": pad_ref(c["lengths"], c["T"], _side(c))}, diagnoses,
+                         show=show, shape_hint="应是 (B, T)：每个样本一行。", axes="行 = 样本，列 = 位置")
+
+
+def attention_mask_ref(kp, causal=True, *, axis="key", op="or", diagonal=1):
+    B, T = kp.shape
+    pad = {"key": kp[:, None, None, :], "query": kp[:, None, :, None],
+           "both": kp[:, None, None, :] | kp[:, None, :, None]}[axis]
+    if not causal:
+        return np.broadcast_to(pad, (B, 1, T, T)).copy()
+    c = causal_ref(T, diagonal)
+    return np.broadcast_to(pad | c if op == "or" else pad & c, (B, 1, T, T)).copy()
+
+
+def _causal_flag(c):
+    return True if c["causal"] is None else c["causal"]
+
+
+QUERY_AXIS = ("padding 屏蔽在了 query 那一维（行）：应屏蔽 key 那一维（列）——pad 不能被任何 query 看到；"
+              "pad 自己作为 query 的输出留给损失的 ignore_index 去丢掉（§3.2）。")
+
+
+def judge_attention_mask(cases, results):
+    def ref(c, **kw):
+        return {"m": attention_mask_ref(c["kp"], _causal_flag(c), **kw)}
+
+    diagnoses = [
+        ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。",
+         lambda c: ref(c, op="and")),
+        (QUERY_AXIS, lambda c: ref(c, axis="query")),
+        ("query 那一维也屏蔽了：只需要屏蔽 key 那一维（列）。把 pad 行也整行屏蔽，正是 §3.4 的整行被掩 → NaN。",
+         lambda c: ref(c, axis="both")),
+        (INVERTED, lambda c: {"m": ~attention_mask_ref(c["kp"], _causal_flag(c))}),
+        (DIAG0, lambda c: ref(c, diagonal=0)),
+        ("causal 参数用反了：causal=True（默认）时并上因果掩码，causal=False 时只按 key 屏蔽 pad。",
+         lambda c: {"m": attention_mask_ref(c["kp"], not _causal_flag(c))}),
+        ("不写 causal 时没有加因果掩码：默认值应为 True。",
+         lambda c: {"m": attention_mask_ref(c["kp"], bool(c["causal"]))}),
+        ("causal=True 时没有加因果掩码。", lambda c: {"m": attention_mask_ref(c["kp"], False)}),
+        ("causal=False 时仍然加了因果掩码。", lambda c: {"m": attention_mask_ref(c["kp"], True)}),
+    ]
+
+    def show(c):
+        return f"causal={c['causal']}, key_padding（行 = 样本，✗ = pad）：\n" + "\n".join(grid(c["kp"]))
+
+    return _mask_verdict(cases, results, ref, diagnoses, show=show, names=("样本 b", "头"),
+                         shape_hint="应是 (B, 1, T, T)：中间的 1 是留给头那一维的广播维。")
+
+
+# ----------------------------------------------------------------- masked_softmax
+
+FULL_ROW_NAN = ("整行被屏蔽的行出现了 NaN：用 -inf 填充（或先乘掩码再除以行和）时，整行被屏蔽就是 0/0 = NaN（§3.4）。"
+                "用有限的 torch.finfo(dtype).min 填充（masked_fill），或者单独把整行被屏蔽的行置 0。")
+GRAD_NAN = ("前向结果有限，但梯度里有 NaN：NaN 只是在前向被「擦掉」了（nan_to_num / where），反向仍要经过 0/0 的那一步，"
+            "而 NaN × 0 = NaN。让 NaN 根本不出现：用 masked_fill 填有限的 torch.finfo(dtype).min，不要在分数上加 -inf。")
+
+
+def _tol(c):
+    return (1e-4, 1e-6) if c["dtype"] == "float32" else (1e-7, 1e-10)
+
+
+def _rounded(c, key):
+    return c[key].astype(c["dtype"]).astype(np.float64)
+
+
+def _ms_inputs(c):
+    s = _rounded(c, "scores")
+    return s, np.broadcast_to(c["mask"], s.shape)
+
+
+def softmax_masked(s, m, axis=-1, empty="zero"):
+    """Masked softmax along `axis` in float64; fully blocked slices give 0, NaN or uniform."""
+    z = np.where(m, -np.inf, s)
+    blocked = m.all(axis=axis, keepdims=True)
+    mx = np.where(blocked, 0.0, np.max(z, axis=axis, keepdims=True))
+    e = np.exp(z - mx)
+    p = e / np.where(blocked, 1.0, e.sum(axis=axis, keepdims=True))
+    if empty == "nan":
+        p = np.where(blocked, np.nan, p)
+    elif empty == "uniform":
+        p = np.where(blocked, 1.0 / s.shape[axis], p)
+    return p
+
+
+def masked_softmax_ref(c):
+    s, m = _ms_inputs(c)
+    p = softmax_masked(s, m)
+    g = c["g"]
+    return {"p": p, "grad": p * (g - (p * g).sum(-1, keepdims=True))}
+
+
+def plain_softmax(s):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _kept_rows(c, arr):
+    """Only the rows that keep at least one key: what the contract fixes exactly."""
+    _, m = _ms_inputs(c)
+    return np.asarray(arr)[~m.all(-1)]
+
+
+def _ms_show(c):
+    s, _ = _ms_inputs(c)
+    m = np.asarray(c["mask"])
+    mtxt = "\n" + "\n".join(grid(m)) if m.ndim <= 2 else f"（形状 {m.shape}）"
+    return f"scores.shape={s.shape}, dtype={c['dtype']}, mask.shape={m.shape} {mtxt}"
+
+
+def _ms_diagnoses():
+    def inverted(empty):
+        return lambda c: {"p": softmax_masked(_ms_inputs(c)[0], ~_ms_inputs(c)[1], empty=empty)}
+
+    def wrong_axis(empty):
+        return lambda c: {"p": softmax_masked(*_ms_inputs(c), axis=-2, empty=empty)}
+
+    after = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
+             "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
+    axis = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
+    return [
+        (after, lambda c: {"p": plain_softmax(_ms_inputs(c)[0]) * ~_ms_inputs(c)[1]}),
+        ("没有用到 mask：结果就是普通的 softmax。", lambda c: {"p": plain_softmax(_ms_inputs(c)[0])}),
+        (INVERTED, inverted("zero")), (INVERTED, inverted("uniform")), (INVERTED, inverted("nan")),
+        (axis, wrong_axis("zero")), (axis, wrong_axis("nan")),
+    ]
+
+
+def _shown(c, got, want):
+    """Reference with the student's own values in fully blocked rows (checked separately)."""
+    _, m = _ms_inputs(c)
+    return np.where(m.all(-1, keepdims=True), got, want)
+
+
+def _masked_softmax_case(c, res, diagnoses):
+    out = res["out"]
+    s, m = _ms_inputs(c)
+    rtol, atol = _tol(c)
+    stage = f"【{c['stage']}】"
+    got = np.asarray(out["p"])
+    if got.shape != s.shape:
+        return fail(f"{stage}输出的形状不对：期望 {s.shape}（与 scores 相同），得到 {got.shape}。")
+    if out.get("p_dtype") != c["dtype"]:
+        return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 scores 相同），得到 {out.get('p_dtype')}。")
+    want = masked_softmax_ref(c)
+    rows = ~m.all(-1)
+    if not _close(got[rows], want["p"][rows], rtol, atol, equal_nan=False):
+        msg = diagnose(c, got, diagnoses, "p", view=_kept_rows) or "有可看 key 的行与参考答案不一致。"
+        shown = _shown(c, got, want["p"])
+        idx = first_bad(got, shown, got.ndim - 2, rtol, atol)
+        return fail(f"{stage}{msg}\n输入：{_ms_show(c)}\n{_want_got('p', shown[idx], got[idx], _where(idx, ('b', 'h')))}")
+    leaked = got[m & rows[..., None]]
+    if leaked.size and np.any(leaked != 0):
+        return fail(f"{stage}被屏蔽的位置不是恰好 0（最大 {np.max(np.abs(leaked)):.3g}）：填充值不够负，"
+                    f"例如 exp(-100) 在 float64 里不是 0。用 torch.finfo(dtype).min 或 -inf 填充。\n输入：{_ms_show(c)}")
+    full = got[~rows]
+    if full.size and not np.all(np.isfinite(full)):
+        return fail(f"{stage}{FULL_ROW_NAN}\n输入：{_ms_show(c)}\n你在整行被屏蔽的行上的输出：\n{fmt(full)}")
+    for row in full:
+        if not (np.all(np.abs(row) <= 1e-12) or np.allclose(row, 1.0 / row.size, rtol=1e-4, atol=1e-6)):
+            return fail(f"{stage}整行被屏蔽的行既不是全 0 也不是均匀分布：{fmt(row)}。常见原因：把 -1e9 这样的有限值"
+                        "「加」到分数上——float64 里分数之间的差被保留下来，整行被屏蔽时等于没屏蔽。"
+                        f"用 masked_fill「替换」成同一个值（或把整行置 0）。\n输入：{_ms_show(c)}")
+    if out.get("grad_missing"):
+        return fail(f"{stage}{GRAD_MISSING}")
+    grad = np.asarray(out["grad"])
+    if not np.all(np.isfinite(grad)):
+        return fail(f"{stage}{GRAD_NAN}\n输入：{_ms_show(c)}\n你的 scores.grad：\n{fmt(grad, max_items=80)}")
+    if not _close(grad[rows], want["grad"][rows], rtol * 10, atol * 10, equal_nan=False):
+        shown = _shown(c, grad, want["grad"])
+        idx = first_bad(grad, shown, grad.ndim - 2, rtol * 10, atol * 10)
+        return fail(f"{stage}前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
+                    f"或把一部分结果 detach 了？\n输入：{_ms_show(c)}\n"
+                    + _want_got("scores.grad", shown[idx], grad[idx], _where(idx, ("b", "h"))))
+    return None
+
+
+def judge_masked_softmax(cases, results):
+    err = _first_error(cases, results)
+    if err:
+        return err
+    diagnoses = consistent(_ms_diagnoses(), cases, results, "p", view=_kept_rows)
+    for c, res in zip(cases, results):
+        v = _masked_softmax_case(c, res, diagnoses)
+        if v:
+            return v
+    return _inputs_untouched(cases, results) or PASS
+
+
+# ----------------------------------------------------------------- leftpad_safe
+
+LP_NAN = ("输出里有 NaN/inf（在 pad 行）：左补齐 + 因果掩码时，pad query 能看的 key 全是 pad，整行被屏蔽，"
+          "-inf 填充给出 0/0 = NaN（§3.4）。三种修法：有限填充 torch.finfo(dtype).min；让 pad query 能看到自己"
+          "（放开对角线）；或单独处理整行被掩的行。")
+LP_GRAD_NAN = ("输出有限，但梯度里有 NaN：pad 行的 NaN 只是在前向被擦掉了，反向 V̄ = Aᵀ Ȳ 里 pad 行的 A 仍是 NaN，"
+               "即使 Ȳ 在那里是 0，NaN × 0 = NaN，于是 V̄ 的每一行都被污染（§3.4）。要让 NaN 根本不出现：有限填充或放开对角线。")
+
+
+def _lp_inputs(c):
+    return _rounded(c, "q"), _rounded(c, "k"), _rounded(c, "v"), c["kp"], _rounded(c, "gy")
+
+
+def lp_mask(kp, T):
+    return causal_ref(T)[None] | kp[:, None, :]
+
+
+def _lp_attention(c, mask_fn=lp_mask, after=False, scale=True):
+    """Batched attention in float64; the judge never looks at pad query rows of the output."""
+    q, k, _, kp, _ = _lp_inputs(c)
+    mask = mask_fn(kp, q.shape[1])
+    S = q @ np.swapaxes(k, 1, 2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
+    A = plain_softmax(S) * ~mask if after else softmax_masked(S, mask)
+    return A
+
+
+def leftpad_ref(c):
+    q, k, v, kp, gy = _lp_inputs(c)
+    A = _lp_attention(c)
+    y = A @ v
+    dy = np.where(kp[..., None], 0.0, gy)
+    s = 1.0 / np.sqrt(q.shape[-1])
+    dA = dy @ np.swapaxes(v, 1, 2)
+    dS = A * (dA - (dy * y).sum(-1, keepdims=True))
+    return {"y": y, "dq": s * dS @ k, "dk": s * np.swapaxes(dS, 1, 2) @ q, "dv": np.swapaxes(A, 1, 2) @ dy}
+
+
+def _lp_bug(**kw):
+    return lambda c: {"y": _lp_attention(c, **kw) @ _lp_inputs(c)[2]}
+
+
+LP_SEES_PAD = ("真实 query 看到了 pad key：padding 要屏蔽 key 那一维（列），不是 query 那一维（行）——也别把它漏掉。"
+               "真实 token 的输出里不能混进 pad 的内容。")
+LP_COL0 = ("为了避免整行被掩放开了第 0 列：左补齐时位置 0 是 pad，真实 query 也就看到了它。只放开对角线"
+           "（pad query 看自己），或用有限的 finfo.min 填充。")
+
+
+def _lp_diagnoses():
+    T_ = np.arange
+
+    return [
+        (LP_SEES_PAD, _lp_bug(mask_fn=lambda kp, T: np.broadcast_to(causal_ref(T), (len(kp), T, T)))),
+        ("用了逻辑与（&）：因果和 padding 要用逻辑或（|）合并。",
+         _lp_bug(mask_fn=lambda kp, T: causal_ref(T)[None] & kp[:, None, :])),
+        ("忘了因果掩码：真实 query 看到了未来的 token。",
+         _lp_bug(mask_fn=lambda kp, T: np.broadcast_to(kp[:, None, :], (len(kp), T, T)))),
+        ("在 softmax 之后才屏蔽：每行不再归一化，被屏蔽的分数仍留在分母里（§3.1）。先屏蔽分数再 softmax。",
+         _lp_bug(after=True)),
+        (LP_COL0, _lp_bug(mask_fn=lambda kp, T: lp_mask(kp, T) & (T_(T) != 0))),
+        ("缺少缩放：分数要除以 √d。", _lp_bug(scale=False)),
+        (INVERTED, _lp_bug(mask_fn=lambda kp, T: ~lp_mask(kp, T))),
+    ]
+
+
+def _real_rows(c, y):
+    return np.asarray(y)[~c["kp"]]
+
+
+def _lp_show(c, b=None):
+    kp = c["kp"] if b is None else c["kp"][b:b + 1]
+    who = "" if b is None else f"（样本 b={b}）"
+    return f"d={c['q'].shape[-1]}, dtype={c['dtype']}, key_padding{who}（✗ = pad）：" + " ".join(grid(kp))
+
+
+def _leftpad_case(c, res, diagnoses):
+    out = res["out"]
+    rtol, atol = _tol(c)
+    stage = f"【{c['stage']}】"
+    y = np.asarray(out["y"])
+    if y.shape != c["v"].shape:
+        return fail(f"{stage}输出的形状不对：期望 {c['v'].shape}，得到 {y.shape}。")
+    if out.get("y_dtype") != c["dtype"]:
+        return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 q 相同），得到 {out.get('y_dtype')}。")
+    want = leftpad_ref(c)
+    pad_rows = c["kp"][..., None]
+    if not _close(_real_rows(c, y), _real_rows(c, want["y"]), rtol, atol, equal_nan=False):
+        msg = diagnose(c, y, diagnoses, "y", view=_real_rows) or "真实位置上的输出与参考答案不一致。"
+        shown = np.where(pad_rows, y, want["y"])
+        (b,) = first_bad(y, shown, 1, rtol, atol)
+        return fail(f"{stage}{msg}\n输入：{_lp_show(c, b)}\n"
+                    + _want_got("y", shown[b], y[b], f"（样本 b={b}）", "（pad 行不检查，按你的值显示）"))
+    if not np.all(np.isfinite(y)):
+        (b,) = first_bad(y, np.nan_to_num(y), 1)
+        return fail(f"{stage}{LP_NAN}\n输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}")
+    if out.get("grad_missing"):
+        return fail(f"{stage}{GRAD_MISSING}（缺少 {out['grad_missing']}）")
+    for name in ("dv", "dk", "dq"):
+        g = np.asarray(out[name])
+        if not np.all(np.isfinite(g)):
+            (b,) = first_bad(g, np.nan_to_num(g), 1)
+            return fail(f"{stage}{LP_GRAD_NAN}\n输入：{_lp_show(c, b)}\n你的 {name}[{b}]：\n{fmt(g[b], max_items=80)}")
+    if c["pad_upstream"] == "zero":
+        for name in ("dv", "dk", "dq"):
+            g = np.asarray(out[name])
+            if not _close(g, want[name], rtol * 10, atol * 10, equal_nan=False):
+                (b,) = first_bad(g, want[name], 1, rtol * 10, atol * 10)
+                return fail(f"{stage}输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
+                            f"pad key 不该收到任何梯度。\n输入：{_lp_show(c, b)}\n"
+                            + _want_got(name, want[name][b], g[b], f"（样本 b={b}）"))
+    return None
+
+
+def judge_leftpad_safe(cases, results):
+    err = _first_error(cases, results)
+    if err:
+        return err
+    diagnoses = consistent(_lp_diagnoses(), cases, results, "y", view=_real_rows)
+    for c, res in zip(cases, results):
+        v = _leftpad_case(c, res, diagnoses)
+        if v:
+            return v
+    return _inputs_untouched(cases, results) or PASS
+
+
+JUDGES = {
+    "causal_mask": judge_causal_mask,
+    "padding_mask": judge_padding_mask,
+    "attention_mask": judge_attention_mask,
+    "masked_softmax": judge_masked_softmax,
+    "leftpad_safe": judge_leftpad_safe,
+}

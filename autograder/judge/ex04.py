@@ -1,0 +1,340 @@
+"""Verdicts of notebook 04 (§4): split_merge_heads, mha.
+
+The float64 reference is built from the case's own weights (the driver SET them in the student's
+module); for each realistic bug a function reproduces its output so a mismatch names the mistake.
+"""
+import numpy as np
+
+from .core import PASS, compare, fail, fmt
+
+# ---------------------------------------------------------------- split / merge
+
+
+def split_ref(x, h, how="ok"):
+    B, T, d = x.shape
+    dk = d // h
+    if how == "view":  # view(B,h,T,d_k) straight away
+        return x.reshape(B, h, T, dk)
+    if how == "interleave":  # head i = features i::h
+        return x.reshape(B, T, dk, h).transpose(0, 3, 1, 2)
+    return x.reshape(B, T, h, dk).transpose(0, 2, 1, 3)
+
+
+def merge_ref(y, how="ok"):
+    B, h, T, dk = y.shape
+    if how == "no_transpose":  # view(B,T,d) without transpose: heads of different positions mixed
+        return y.reshape(B, T, h * dk)
+    if how == "interleave":
+        return y.transpose(0, 2, 3, 1).reshape(B, T, h * dk)
+    return y.transpose(0, 2, 1, 3).reshape(B, T, h * dk)
+
+
+MSG_SPLIT_VIEW = ("拆头方式不对：直接 view(B, h, T, d_k) 会把 (T, d) 这块内存按顺序切成 h 份，每个“头”拿到的是几个"
+                  "位置的混合，而不是某一段特征。应先 view(B, T, h, d_k) 把最后一维切成 h 段，再 transpose(1, 2)。")
+MSG_SPLIT_INTERLEAVE = ("第 i 个头应是连续的一段特征 x[..., i*d_k:(i+1)*d_k]；你的写法把特征交错分给了各头"
+                        "（相当于 view(B, T, d_k, h)）。应为 view(B, T, h, d_k).transpose(1, 2)。")
+MSG_MERGE_NO_T = ("合并时漏了 transpose（§A.5 的隐蔽错误）：直接 view/reshape(B, T, d) 形状对了，但把不同位置的头拼进了"
+                  "同一行。应先 transpose(1, 2) 回到 (B, T, h, d_k)，再 reshape(B, T, d)（或 .contiguous().view）。")
+MSG_MERGE_INTERLEAVE = "合并的维度顺序不对：应 transpose(1, 2) 成 (B, T, h, d_k) 再合并最后两维，让头 0 的特征排在最前面。"
+MSG_CONTIGUOUS = ("transpose 之后张量不再连续，view 会报错（§A.5）：先 .contiguous() 再 view，或直接用 reshape "
+                  "（不连续时它会自动复制）。")
+
+
+def _inputs_untouched(results, what="输入"):
+    for res in results:
+        if res.get("ok") and (res["out"].get("input_changed") or res["out"].get("mask_changed")):
+            return fail(f"你的代码原地修改了{what}。函数不能修改输入（先复制，或写成不修改输入的形式）。")
+    return None
+
+
+def _error_hint(case, res):
+    """A Chinese hint for a few recognisable exceptions; None otherwise."""
+    err = res.get("error", "") if isinstance(res, dict) else ""
+    stage = case.get("stage", "")
+    if "view size is not compatible" in err or "use .reshape" in err:
+        return fail(f"【{stage}】{MSG_CONTIGUOUS}\n你的代码抛出了：{err}")
+    if case.get("kind") in ("forward", "backward") and case.get("mask") is not None and (
+            "must match the size" in err or "expand" in err or "broadcast" in err or "shape" in err):
+        return fail(f"【{stage}】掩码没有正确广播到分数的形状 (B, h, T, T)：(T, T) 的掩码要当成 (1, 1, T, T)，"
+                    "(B, 1, T, T) 的对所有头共用，(B, h, T, T) 的原样使用（masked_fill 会自动按尾部对齐广播，"
+                    f"不要再给掩码加维度）。\n你的代码抛出了：{err}")
+    return None
+
+
+def judge_split_merge_heads(cases, results):
+    for case, res in zip(cases, results):
+        if isinstance(res, dict) and not res.get("ok"):
+            hint = _error_hint(case, res)
+            if hint:
+                return hint
+        if case["kind"] == "split":
+            h = case["h"]
+            shape = lambda c: f"x.shape={c['x'].shape}, n_heads={c['h']}, d_k={c['x'].shape[2] // c['h']}"
+            diagnoses = [
+                (MSG_SPLIT_VIEW, lambda c: {"s": split_ref(c["x"], c["h"], "view"),
+                                            "roundtrip": merge_ref(split_ref(c["x"], c["h"], "view"), "no_transpose")}),
+                (MSG_SPLIT_VIEW, lambda c: {"s": split_ref(c["x"], c["h"], "view")}),
+                (MSG_SPLIT_INTERLEAVE, lambda c: {"s": split_ref(c["x"], c["h"], "interleave")}),
+                (MSG_MERGE_NO_T, lambda c: {"s": split_ref(c["x"], c["h"]),
+                                            "roundtrip": merge_ref(split_ref(c["x"], c["h"]), "no_transpose")}),
+                (MSG_MERGE_INTERLEAVE, lambda c: {"s": split_ref(c["x"], c["h"]),
+                                                  "roundtrip": merge_ref(split_ref(c["x"], c["h"]), "interleave")}),
+            ]
+            v = compare([case], [res], lambda c, h=h: {"s": split_ref(c["x"], h), "roundtrip": c["x"]},
+                        ["s", "roundtrip"], diagnoses=diagnoses, rtol=0, atol=0,
+                        dtypes={"s": case["dtype"], "roundtrip": case["dtype"]}, show=shape)
+        else:
+            shape = lambda c: f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"
+            diagnoses = [(MSG_MERGE_NO_T, lambda c: {"m": merge_ref(c["y"], "no_transpose")}),
+                         (MSG_MERGE_INTERLEAVE, lambda c: {"m": merge_ref(c["y"], "interleave")})]
+            v = compare([case], [res], lambda c: {"m": merge_ref(c["y"])}, ["m"], diagnoses=diagnoses,
+                        rtol=0, atol=0, dtypes={"m": case["dtype"]}, show=shape)
+        if not v.passed:
+            return v
+    return _inputs_untouched(results) or PASS
+
+
+# ---------------------------------------------------------------- mha reference
+
+
+def _softmax(s, axis=-1):
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = np.max(s, axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(s - m)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def _lin(z, W, b):
+    return z @ W.T + (0.0 if b is None else b)
+
+
+def mha_ref(c, *, split="ok", merge="ok", scale="dk", mask_mode="ok", wo=True, axis=-1, x=None,
+            want_cache=False):
+    """Float64 MHA from the case's weights (nn.Linear layout: y = z Wᵀ + b). Options reproduce bugs."""
+    x = c["x"] if x is None else x
+    d = x.shape[-1]
+    h = c["h"]
+    dk = d // h
+    Q, K, V = (split_ref(_lin(x, c["W" + n], c["b" + n]), h, split) for n in "qkv")
+    s = {"dk": 1 / np.sqrt(dk), "dmodel": 1 / np.sqrt(d), "none": 1.0, "dk_lin": 1 / dk}[scale]
+    S = Q @ K.swapaxes(-1, -2) * s
+    mask = c.get("mask")
+    if mask is not None and mask_mode != "ignored":
+        blocked = np.broadcast_to(mask, S.shape)
+        if mask_mode in ("inverted", "inverted_finite"):
+            blocked = ~blocked
+        if mask_mode == "transposed":
+            blocked = np.broadcast_to(np.swapaxes(mask, -1, -2), S.shape)
+        if mask_mode == "after_softmax":
+            A = np.where(blocked, 0.0, _softmax(S, axis))
+        else:
+            A = _softmax(np.where(blocked, -1e9 if mask_mode == "inverted_finite" else -np.inf, S), axis)
+    else:
+        blocked = np.zeros(S.shape, dtype=bool)
+        A = _softmax(S, axis)
+    O = A @ V
+    M = merge_ref(O, merge)
+    y = _lin(M, c["Wo"], c["bo"]) if wo else M
+    if want_cache:
+        return {"y": y, "attn": A, "Q": Q, "K": K, "V": V, "M": M, "scale": s, "blocked": blocked}
+    return {"y": y, "attn": A}
+
+
+def mha_grads_ref(c):
+    """Gradients of sum(y * dy) w.r.t. the weights, biases and x (manual backprop of mha_ref)."""
+    r = mha_ref(c, want_cache=True)
+    x, dy, A, Q, K, V, M, s = c["x"], c["dy"], r["attn"], r["Q"], r["K"], r["V"], r["M"], r["scale"]
+    g = {"y": r["y"]}
+    g["g_W_o_weight"] = np.einsum("btj,bti->ji", dy, M)
+    dM = dy @ c["Wo"]
+    dO = split_ref(dM, c["h"])
+    dA = dO @ V.swapaxes(-1, -2)
+    dV = A.swapaxes(-1, -2) @ dO
+    dS = A * (dA - (dA * A).sum(-1, keepdims=True))
+    dQ = dS @ K * s
+    dK = dS.swapaxes(-1, -2) @ Q * s
+    gx = 0.0
+    for n, dZ in (("q", dQ), ("k", dK), ("v", dV)):
+        dz = merge_ref(dZ)
+        g[f"g_W_{n}_weight"] = np.einsum("btj,bti->ji", dz, x)
+        if c["bias"]:
+            g[f"g_W_{n}_bias"] = dz.sum((0, 1))
+        gx = gx + dz @ c["W" + n]
+    if c["bias"]:
+        g["g_W_o_bias"] = dy.sum((0, 1))
+    g["g_x"] = gx
+    return g
+
+
+# ---------------------------------------------------------------- mha verdict
+
+MSG_FORBIDDEN_SDPA = ("本题要求手写多头注意力：检测到调用了 F.scaled_dot_product_attention（SDPA）。"
+                      "请用矩阵乘、掩码和 softmax 自己实现；SDPA 留到 06_api 再用。本题计 0 分。")
+MSG_FORBIDDEN_MHA = ("本题要求手写多头注意力：检测到使用了 nn.MultiheadAttention。请用四个 nn.Linear 和矩阵乘自己实现；"
+                     "nn.MultiheadAttention 留到 06_api 再用。本题计 0 分。")
+
+MHA_DIAGNOSES = [
+    (MSG_MERGE_NO_T, lambda c: mha_ref(c, merge="no_transpose")),
+    ("缩放用错了维度：每个头的分数要除以 √d_k（d_k = d_model / n_heads），不是 √d_model。",
+     lambda c: mha_ref(c, scale="dmodel")),
+    ("缺少缩放：分数要除以 √d_k。", lambda c: mha_ref(c, scale="none")),
+    ("除以了 d_k 而不是 √d_k。", lambda c: mha_ref(c, scale="dk_lin")),
+    ("掩码的约定反了：课程里布尔掩码 True = 屏蔽（masked_fill 的约定），你屏蔽的是 False 的位置。",
+     lambda c: mha_ref(c, mask_mode="inverted")),
+    ("掩码的约定反了：课程里布尔掩码 True = 屏蔽（masked_fill 的约定），你屏蔽的是 False 的位置。",
+     lambda c: mha_ref(c, mask_mode="inverted_finite")),
+    ("掩码在 softmax 之后才置零：这样每行的权重和不再是 1。应在 softmax 之前把被屏蔽的分数填成 -inf（或极小值）。",
+     lambda c: mha_ref(c, mask_mode="after_softmax")),
+    ("掩码的行列方向反了：mask[..., i, j] 表示 query i 能否看 key j（行 = query，列 = key），不要转置掩码。",
+     lambda c: mha_ref(c, mask_mode="transposed")),
+    ("没有用上掩码：被屏蔽的位置仍然分到了注意力权重。", lambda c: mha_ref(c, mask_mode="ignored")),
+    ("缺少输出投影 W_o：拼接各头之后还要经过 self.W_o。", lambda c: mha_ref(c, wo=False)),
+    ("softmax 的方向不对：应对每个 query 的所有 key 归一化，即最后一维 dim=-1。", lambda c: mha_ref(c, axis=-2)),
+    (MSG_SPLIT_VIEW, lambda c: mha_ref(c, split="view", merge="no_transpose")),
+    (MSG_SPLIT_VIEW, lambda c: mha_ref(c, split="view")),
+    (MSG_SPLIT_INTERLEAVE, lambda c: mha_ref(c, split="interleave", merge="interleave")),
+    (MSG_SPLIT_INTERLEAVE, lambda c: mha_ref(c, split="interleave")),
+]
+
+
+def _tol(case):
+    return (2e-4, 2e-6) if case["dtype"] == "float32" else (1e-7, 1e-10)
+
+
+def _show(c):
+    mask = "无" if c.get("mask") is None else f"{c['mask_kind']} 形状 {tuple(np.shape(c['mask']))}"
+    return f"B={c['B']}, T={c['T']}, d_model={c['d']}, n_heads={c['h']}, bias={c['bias']}, {c['dtype']}，掩码：{mask}"
+
+
+def _judge_struct(case, out):
+    stage, d, h, bias = case["stage"], case["d"], case["h"], case["bias"]
+    kinds = out.get("linear_kinds") or {}
+    absent = [n for n in ("W_q", "W_k", "W_v", "W_o") if kinds.get(n) != "Linear"]
+    if absent:
+        return fail(f"【{stage}】{', '.join(absent)} 不是 nn.Linear 属性（得到：{kinds}）。"
+                    "__init__ 要创建 self.W_q、self.W_k、self.W_v、self.W_o = nn.Linear(d_model, d_model, bias=bias)。")
+    if out.get("d_model") != d or out.get("n_heads") != h:
+        return fail(f"【{stage}】要在 __init__ 里保存 self.d_model = {d}、self.n_heads = {h}；"
+                    f"得到 d_model={out.get('d_model')}, n_heads={out.get('n_heads')}。")
+    want = sorted(f"W_{n}.{k}" for n in "qkvo" for k in (("weight", "bias") if bias else ("weight",)))
+    names = list(out.get("param_names") or [])
+    if names != want:
+        extra = sorted(set(names) - set(want))
+        lacking = sorted(set(want) - set(names))
+        hint = ""
+        if any(n.endswith(".bias") for n in extra):
+            hint = "bias=False 时四个 nn.Linear 都不应有偏置：把 bias 参数传给 nn.Linear。"
+        elif any(n.endswith(".bias") for n in lacking):
+            hint = "bias=True 时四个 nn.Linear 都要有偏置：把 bias 参数传给 nn.Linear。"
+        else:
+            hint = "只能有四个 nn.Linear（W_q、W_k、W_v、W_o）的参数，不要有别的参数。"
+        return fail(f"【{stage}】参数名不对：多了 {extra or '无'}，少了 {lacking or '无'}。{hint}")
+    count = 4 * d * d + (4 * d if bias else 0)
+    if out.get("param_count") != count:
+        formula = "4d²+4d" if bias else "4d²"
+        return fail(f"【{stage}】参数量应为 {formula} = {count}（与头数无关：切分而不是复制），"
+                    f"得到 {out.get('param_count')}。每个 nn.Linear 都是 (d_model, d_model)。")
+    return None
+
+
+def _judge_forward(case, res):
+    out = res["out"]
+    stage = case["stage"]
+    B, T, h = case["B"], case["T"], case["h"]
+    attn = np.asarray(out.get("attn"))
+    if attn.ndim in (3, 4) and attn.shape != (B, h, T, T) and attn.shape[-2:] == (T, T) and (
+            attn.ndim == 3 or attn.shape[1] == 1) and attn.shape[0] == B and h > 1:
+        ref = mha_ref(case)["attn"]
+        averaged = np.allclose(attn.reshape(B, T, T), ref.mean(1), rtol=1e-4, atol=1e-6)
+        why = "对头取了平均" if averaged else "只有一个头"
+        return fail(f"【{stage}】need_weights=True 时返回的注意力权重{why}（形状 {attn.shape}）："
+                    f"要返回每个头各自的权重，形状 (B, h, T, T) = {(B, h, T, T)}，不要平均。")
+    if out.get("plain_is_tuple"):
+        return fail(f"【{stage}】need_weights=False（默认）时只返回 y，不要返回元组。")
+    rtol, atol = _tol(case)
+    v = compare([case], [res], mha_ref, ["attn", "y"], diagnoses=MHA_DIAGNOSES, rtol=rtol, atol=atol,
+                dtypes={"y": case["dtype"], "attn": case["dtype"]}, show=_show)
+    if not v.passed:
+        return v
+    if not np.allclose(out["y_plain"], out["y"], rtol=rtol, atol=atol):
+        return fail(f"【{stage}】need_weights=False 与 need_weights=True 得到的 y 不一样。")
+    rows = np.abs(attn.sum(-1) - 1).max()
+    if rows > (1e-5 if case["dtype"] == "float32" else 1e-12):
+        return fail(f"【{stage}】注意力权重每行的和应为 1，最大偏差 {rows:.2e}。")
+    if case.get("mask") is not None:
+        blocked = np.broadcast_to(case["mask"], attn.shape)
+        worst = float(np.abs(attn[blocked]).max()) if blocked.any() else 0.0
+        if worst != 0.0:
+            return fail(f"【{stage}】被屏蔽位置的权重必须恰好为 0，得到最大 {worst:.3g}。"
+                        "把被屏蔽的分数填成 -inf 或 torch.finfo(dtype).min 再做 softmax（不要用 -100 这类不够小的数）。")
+    return None
+
+
+_GRAD_KEYS = ["g_W_q_weight", "g_W_k_weight", "g_W_v_weight", "g_W_o_weight"]
+
+
+def _judge_backward(case, res):
+    out = res["out"]
+    missing = list(out.get("grad_missing") or [])
+    if missing:
+        return fail(f"【{case['stage']}】梯度没有传到 {', '.join(missing)}：前向里不要用 .detach()、.data、"
+                    "torch.no_grad() 或转成 numpy，整个计算都要留在 autograd 图里。")
+    keys = ["y"] + _GRAD_KEYS + ([k.replace("weight", "bias") for k in _GRAD_KEYS] if case["bias"] else []) + ["g_x"]
+    rtol, atol = _tol(case)
+    if case["dtype"] == "float32":
+        rtol, atol = 1e-3, 1e-5
+    detach_diag = ("W_q、W_k 的梯度不对而 W_v、W_o 的对：注意力权重被 detach 了（或在 no_grad 里算的），"
+                   "梯度到不了分数。返回给调用者的权重可以 detach，参与计算的不可以。")
+
+    def detached(c):
+        g = mha_grads_ref(c)
+        return {k: (np.zeros_like(v) if k in ("g_W_q_weight", "g_W_k_weight", "g_W_q_bias", "g_W_k_bias") else v)
+                for k, v in g.items() if k != "g_x"}
+
+    v = compare([case], [res], mha_grads_ref, keys, diagnoses=[(detach_diag, detached)] + [
+        (msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES], rtol=rtol, atol=atol, show=_show)
+    return None if v.passed else v
+
+
+def _judge_perm(case, res):
+    def ref(c):
+        return {"y": mha_ref(c)["y"], "y_perm": mha_ref(c, x=c["x"][:, c["perm"]])["y"]}
+    rtol, atol = _tol(case)
+    diagnoses = [(msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES]
+    v = compare([case], [res], ref, ["y", "y_perm"], diagnoses=diagnoses, rtol=rtol, atol=atol, show=_show)
+    if v.passed:
+        return None
+    y, yp = np.asarray(res["out"]["y"]), np.asarray(res["out"]["y_perm"])
+    if y.shape == yp.shape and not np.allclose(yp, y[:, case["perm"]], rtol=1e-6, atol=1e-8):
+        return fail(f"【{case['stage']}】没有掩码时多头注意力应当置换等变：打乱输入顺序，输出只应同样被打乱。"
+                    f"你的实现里有依赖位置的东西（比如一直加着因果掩码，或按位置切分）。\n{v.message}")
+    return v
+
+
+def judge_mha(cases, results):
+    for res in results:
+        if isinstance(res, dict) and res.get("ok"):
+            if res["out"].get("used_sdpa"):
+                return fail(MSG_FORBIDDEN_SDPA)
+            if res["out"].get("used_torch_mha"):
+                return fail(MSG_FORBIDDEN_MHA)
+    for case, res in zip(cases, results):
+        if not isinstance(res, dict) or not res.get("ok"):
+            hint = _error_hint(case, res if isinstance(res, dict) else {})
+            if hint:
+                return hint
+            err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
+            return fail(f"【{case['stage']}】你的代码抛出了异常：\n{err}")
+        judge = {"struct": lambda c, r: _judge_struct(c, r["out"]), "forward": _judge_forward,
+                 "backward": _judge_backward, "perm": _judge_perm}[case["kind"]]
+        v = judge(case, res)
+        if v is not None:
+            return v
+    return _inputs_untouched(results, "输入 x 或掩码") or PASS
+
+
+JUDGES = {
+    "split_merge_heads": judge_split_merge_heads,
+    "mha": judge_mha,
+}

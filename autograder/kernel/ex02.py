@@ -1,0 +1,271 @@
+"""Drivers of notebook 02 (§2): attention_forward, attention_backward, numerical_gradient,
+attention_function, init_score_std.
+
+Only inputs and the grader-chosen test functions `f` of numerical_gradient live here; the
+references are on the judge side.
+"""
+import numpy as np
+
+from .driver import Driver, dtype_name, lookup, rng, to_numpy
+
+# ---------------------------------------------------------------------------------------------
+# shared inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _causal(T, S=None):
+    S = T if S is None else S
+    return np.triu(np.ones((T, S), dtype=bool), 1 + S - T)
+
+
+def _random_mask(g, shape, p=0.4, dead_keys=()):
+    """A bool mask (True = blocked) leaving every query at least one key; `dead_keys` columns
+    are blocked for every query (their dK/dV rows must come back exactly 0)."""
+    m = g.random(shape) < p
+    for j in dead_keys:
+        m[..., j] = True
+    S = shape[-1]
+    alive = [j for j in range(S) if j not in dead_keys]
+    rows = m.reshape(-1, S)
+    for r in rows:
+        if r.all():
+            r[g.choice(alive)] = False
+    return rows.reshape(shape)
+
+
+def _qkv(g, batch, T, S, d_k, d_v, scale=1.0):
+    return {"Q": g.normal(size=(*batch, T, d_k)) * scale, "K": g.normal(size=(*batch, S, d_k)),
+            "V": g.normal(size=(*batch, S, d_v))}
+
+
+def _pad_mask(lengths, S):
+    """(B,1,S): True at key positions j >= length (right padding)."""
+    return (np.arange(S)[None, :] >= np.asarray(lengths)[:, None])[:, None, :]
+
+
+def _forward_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "形状：T=S=3, d_k=4, d_v=2，无掩码", **_qkv(g, (), 3, 3, 4, 2), "mask": None},
+            {"stage": "T=S=1：只有一个 key，A=[[1]]，只剩值通路 Y=V", **_qkv(g, (), 1, 1, 3, 2), "mask": None},
+            {"stage": "因果掩码 T=S=4：query 0 只能看 key 0，y_0 = v_0", **_qkv(g, (), 4, 4, 3, 3),
+             "mask": _causal(4)},
+            {"stage": "d_k=8 ≠ d_v=3，T=3 ≠ S=5：缩放用 √d_k", **_qkv(g, (), 3, 5, 8, 3), "mask": None},
+        ]
+    return [
+        {"stage": "批维 (2,3)，T=4 ≠ S=6，d_k=5，d_v=2，无掩码", **_qkv(g, (2, 3), 4, 6, 5, 2), "mask": None, "batch": True},
+        {"stage": "批维 (2,)，T=S=5，因果掩码 (T,S) 广播到批维", **_qkv(g, (2,), 5, 5, 4, 3), "mask": _causal(5),
+         "batch": True},
+        {"stage": "padding 掩码 (B,1,S)：B=3，T=4 ≠ S=6，长度 [6,3,1]", **_qkv(g, (3,), 4, 6, 3, 4),
+         "mask": _pad_mask([6, 3, 1], 6), "batch": True},
+        {"stage": "随机掩码 (2,3,T,S)，T=5，S=7，每个 query 至少留一个 key", **_qkv(g, (2, 3), 5, 7, 4, 3),
+         "mask": _random_mask(g, (2, 3, 5, 7), dead_keys=(2,)), "batch": True},
+        {"stage": "大分数（Q 放大 30 倍）：softmax 必须数值稳定", **_qkv(g, (2,), 6, 6, 8, 3, scale=30.0),
+         "mask": _causal(6), "batch": True},
+    ]
+
+
+def _args(case):
+    mask = None if case["mask"] is None else case["mask"].copy()
+    return case["Q"].copy(), case["K"].copy(), case["V"].copy(), mask
+
+
+def _changed(args, case):
+    names = ("Q", "K", "V", "mask")
+    return any(a is not None and not np.array_equal(a, case[n]) for a, n in zip(args, names))
+
+
+def _call_forward(ns, case):
+    fn = lookup(ns, "attention_forward")
+    args = _args(case)
+    out = fn(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    return {"Y": to_numpy(out[0]), "input_changed": _changed(args, case)}
+
+
+# ---------------------------------------------------------------------------------------------
+# attention_backward: the student's own forward makes the cache
+# ---------------------------------------------------------------------------------------------
+
+
+def _backward_cases(seed, hidden):
+    cases = _forward_cases(seed, hidden, "attention_backward")
+    g = rng(seed, "attention_backward_dY" + str(hidden))
+    for c in cases:
+        c["dY"] = g.normal(size=c["V"].shape[:-2] + (c["Q"].shape[-2], c["V"].shape[-1]))
+        if c["mask"] is not None:
+            full = np.broadcast_to(c["mask"], c["Q"].shape[:-1] + (c["K"].shape[-2],))
+            c["dead_keys"] = full.all(axis=-2)  # (..., S): keys no query may see
+    if not hidden:
+        cases[2]["stage"] = "因果掩码 T=S=4：y_0 = v_0 与 q_0 无关，所以 dQ 的第 0 行为 0"
+        cases[1]["stage"] = "T=S=1：只剩值通路，dV = dY，dQ = dK = 0"
+        pad = {"stage": "padding：最后两个 key 是 pad，谁也看不到，dK、dV 的这两行必须恰为 0",
+               **_qkv(g, (), 3, 5, 4, 2), "mask": _pad_mask([3], 5)[0]}
+        pad["dY"] = g.normal(size=(3, 2))
+        pad["dead_keys"] = np.broadcast_to(pad["mask"], (3, 5)).all(axis=-2)
+        cases.append(pad)
+    return cases
+
+
+def _call_backward(ns, case):
+    fwd = lookup(ns, "attention_forward")
+    bwd = lookup(ns, "attention_backward")
+    args = _args(case)
+    out = fwd(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    Y, cache = out
+    dY = case["dY"].copy()
+    grads = bwd(dY, cache)
+    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+        raise TypeError(f"attention_backward 应返回 (dQ, dK, dV) 三个值，得到 {type(grads).__name__}")
+    res = {"Y": to_numpy(Y), "dQ": to_numpy(grads[0]), "dK": to_numpy(grads[1]), "dV": to_numpy(grads[2]),
+           "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# numerical_gradient: smooth test functions chosen by the grader
+# ---------------------------------------------------------------------------------------------
+
+
+def make_f(case):
+    """The scalar test function of a numerical_gradient case (plain numpy, no reference)."""
+    kind, p = case["kind"], case["params"]
+    if kind == "cubic":  # Σ c x³ + Σ x_i x_{i+1}: curved and coupled
+        return lambda x: float(np.sum(p["c"] * x**3) + np.sum(x.ravel()[:-1] * x.ravel()[1:]))
+    if kind == "tanh":  # Σ C ⊙ tanh(X W)
+        return lambda x: float(np.sum(p["C"] * np.tanh(x @ p["W"])))
+    if kind == "exp":  # Σ c exp(a x) + ½(Σx)²: the central difference depends visibly on eps
+        return lambda x: float(np.sum(p["c"] * np.exp(p["a"] * x)) + 0.5 * np.sum(x) ** 2)
+    if kind == "quad":  # ½ xᵀ M x + bᵀ x on the flattened array, plus a product term
+        return lambda x: float(0.5 * x.ravel() @ p["M"] @ x.ravel() + p["b"] @ x.ravel()
+                               + np.prod(np.cos(x.ravel()[:3])))
+    raise ValueError(kind)
+
+
+def _numgrad_cases(seed, hidden):
+    g = rng(seed, "numerical_gradient" + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "一维 x (4,)：f = Σ c·x³ + Σ x_i x_{i+1}", "kind": "cubic", "eps": None,
+             "x": g.normal(size=4) * 2, "params": {"c": g.normal(size=4)}},
+            {"stage": "二维 x (3,4)：f = Σ C⊙tanh(xW)", "kind": "tanh", "eps": None, "x": g.normal(size=(3, 4)),
+             "params": {"W": g.normal(size=(4, 5)), "C": g.normal(size=(3, 5))}},
+            {"stage": "传入 eps=1e-2：必须用这个 eps 做中心差分", "kind": "exp", "eps": 1e-2,
+             "x": g.normal(size=(2, 3)), "params": {"c": g.normal(size=(2, 3)), "a": 3.0}},
+        ]
+    n = 2 * 3 * 2
+    M = g.normal(size=(n, n))
+    return [
+        {"stage": "三维 x (2,3,2)：二次型加耦合项", "kind": "quad", "eps": None, "x": g.normal(size=(2, 3, 2)),
+         "params": {"M": M + M.T, "b": g.normal(size=n)}},
+        {"stage": "大曲率的三次函数 (5,)，x 量级 3", "kind": "cubic", "eps": None, "x": g.normal(size=5) * 3,
+         "params": {"c": g.normal(size=5) * 5}},
+        {"stage": "eps=1e-3，二维 (2,2)", "kind": "exp", "eps": 1e-3, "x": g.normal(size=(2, 2)),
+         "params": {"c": g.normal(size=(2, 2)), "a": 4.0}},
+        {"stage": "二维 x (4,3)：tanh", "kind": "tanh", "eps": None, "x": g.normal(size=(4, 3)),
+         "params": {"W": g.normal(size=(3, 2)) * 2, "C": g.normal(size=(4, 2))}},
+    ]
+
+
+def _call_numgrad(ns, case):
+    fn = lookup(ns, "numerical_gradient")
+    f = make_f(case)
+    x = case["x"].copy()
+    out = fn(f, x) if case["eps"] is None else fn(f, x, eps=case["eps"])
+    return {"grad": to_numpy(out), "input_changed": not np.array_equal(x, case["x"])}
+
+
+# ---------------------------------------------------------------------------------------------
+# AttentionFunction (torch)
+# ---------------------------------------------------------------------------------------------
+
+
+def _function_cases(seed, hidden):
+    cases = _backward_cases(seed, hidden)
+    for c in cases:
+        c["dtype"] = "float64"
+        c["gradcheck"] = False
+    g = rng(seed, "attention_function" + str(hidden))
+    if not hidden:
+        small = {"stage": "gradcheck（float64，T=S=3，因果掩码）", **_qkv(g, (), 3, 3, 2, 2), "mask": _causal(3),
+                 "dtype": "float64", "gradcheck": True}
+        small["dY"] = g.normal(size=(3, 2))
+        f32 = {"stage": "float32 输入：输出和梯度都保持 float32", **_qkv(g, (2,), 4, 4, 4, 3), "mask": _causal(4),
+               "dtype": "float32", "gradcheck": False}
+        f32["dY"] = g.normal(size=(2, 4, 3))
+        return [cases[0], cases[2], cases[4], small, f32]
+    small = {"stage": "gradcheck（float64，批维 (2,)，T=2 ≠ S=3，padding 掩码）", **_qkv(g, (2,), 2, 3, 2, 2),
+             "mask": _pad_mask([3, 2], 3), "dtype": "float64", "gradcheck": True}
+    small["dY"] = g.normal(size=(2, 2, 2))
+    f32 = {"stage": "float32，批维 (2,2)，随机掩码", **_qkv(g, (2, 2), 3, 5, 4, 2),
+           "mask": _random_mask(g, (2, 2, 3, 5)), "dtype": "float32", "gradcheck": False}
+    f32["dY"] = g.normal(size=(2, 2, 3, 2))
+    return [cases[0], cases[1], cases[2], cases[3], small, f32]
+
+
+def _call_function(ns, case):
+    import torch
+
+    cls = lookup(ns, "AttentionFunction")
+    dt = {"float64": torch.float64, "float32": torch.float32}[case["dtype"]]
+    q, k, v = (torch.tensor(case[n], dtype=dt, requires_grad=True) for n in ("Q", "K", "V"))
+    mask = None if case["mask"] is None else torch.tensor(case["mask"], dtype=torch.bool)
+    y = cls.apply(q, k, v, mask)
+    dy = torch.tensor(case["dY"], dtype=dt)
+    dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
+    out = {"Y": to_numpy(y), "dQ": to_numpy(dq), "dK": to_numpy(dk), "dV": to_numpy(dv),
+           "Y_dtype": dtype_name(y), "dQ_dtype": dtype_name(dq), "dK_dtype": dtype_name(dk),
+           "dV_dtype": dtype_name(dv)}
+    if case["gradcheck"]:
+        inputs = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (mask,)
+        ok = torch.autograd.gradcheck(cls.apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
+        out["gradcheck"] = bool(ok)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# init_score_std
+# ---------------------------------------------------------------------------------------------
+
+
+def _init_cases(seed, hidden):
+    g = rng(seed, "init_score_std" + str(hidden))
+    if not hidden:
+        return [
+            {"stage": "正文 §2.1：d=512，b=1/√512，输入方差 1（应为 1/3）", "d": 512, "weight_bound": 1 / np.sqrt(512),
+             "input_var": None},
+            {"stage": "d=128，b=0.1，输入方差 1", "d": 128, "weight_bound": 0.1, "input_var": None},
+            {"stage": "d=256，b=1/16，输入方差 2", "d": 256, "weight_bound": 1 / 16, "input_var": 2.0},
+        ]
+    cases = [{"stage": "d=64，b=1/8，输入方差 0.5", "d": 64, "weight_bound": 0.125, "input_var": 0.5},
+             {"stage": "d=1024，b=0.02，输入方差 1", "d": 1024, "weight_bound": 0.02, "input_var": 1.0}]
+    for _ in range(3):
+        d = int(g.choice([32, 96, 768, 4096]))
+        cases.append({"stage": f"随机：d={d}", "d": d, "weight_bound": float(g.uniform(0.01, 0.3)),
+                      "input_var": float(g.uniform(0.2, 4.0))})
+    return cases
+
+
+def _call_init(ns, case):
+    fn = lookup(ns, "init_score_std")
+    if case["input_var"] is None:
+        out = fn(case["d"], case["weight_bound"])
+    else:
+        out = fn(case["d"], case["weight_bound"], case["input_var"])
+    is_number = isinstance(out, (int, float, np.floating, np.integer)) and not isinstance(out, bool)
+    is_number = is_number or (isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in "iuf")
+    return {"std": to_numpy(out), "is_number": is_number}
+
+
+DRIVERS = {
+    "attention_forward": Driver(("attention_forward",), lambda seed, hidden: _forward_cases(seed, hidden, "attention_forward"),
+                                _call_forward),
+    "attention_backward": Driver(("attention_forward", "attention_backward"), _backward_cases, _call_backward),
+    "numerical_gradient": Driver(("numerical_gradient",), _numgrad_cases, _call_numgrad),
+    "attention_function": Driver(("AttentionFunction",), _function_cases, _call_function),
+    "init_score_std": Driver(("init_score_std",), _init_cases, _call_init),
+}

@@ -1,0 +1,118 @@
+"""Drivers of notebook 05 (§5): flops, attn_memory, generation_flops.
+
+Counts must be exact integers, so the outputs travel as Python ints (JSON keeps them exact, even
+beyond int64) together with the name of the type the student returned.
+"""
+import numbers
+
+from .driver import Driver, lookup
+
+
+def _number(x):
+    """(value, type name): ints stay exact Python ints, reals become floats, anything else a string."""
+    name = type(x).__name__
+    if isinstance(x, bool):
+        return int(x), name
+    if isinstance(x, numbers.Integral):
+        return int(x), name
+    if isinstance(x, numbers.Real):
+        return float(x), name
+    if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:  # 0-d torch / numpy scalar
+        v = x.item()
+        return (int(v) if isinstance(v, int) else float(v)), name
+    return repr(x)[:80], name
+
+
+def _flops_cases(seed, hidden):
+    if not hidden:
+        return [
+            {"stage": "T=1, d=2 的小例子：8·1·4 + 4·1·2 = 40", "T": 1, "d": 2},
+            {"stage": "T=2d 的交叉点（d=4, T=8）：两项相等，占比 0.5", "T": 8, "d": 4},
+            {"stage": "正文表格的一行：d=768, T=512", "T": 512, "d": 768},
+        ]
+    return [
+        {"stage": "正文表格：d=768, T=8192", "T": 8192, "d": 768},
+        {"stage": "正文表格：d=4096, T=2048", "T": 2048, "d": 4096},
+        {"stage": "正文表格：d=4096, T=32768", "T": 32768, "d": 4096},
+        {"stage": "奇数尺寸 T=7, d=13", "T": 7, "d": 13},
+        {"stage": "很大的整数（超过 2^53，浮点数算不精确）：T=1000003, d=12289", "T": 1000003, "d": 12289},
+    ]
+
+
+def _call_flops(ns, case):
+    T, d = case["T"], case["d"]
+    flops, flops_type = _number(lookup(ns, "mha_flops")(T, d))
+    share, share_type = _number(lookup(ns, "attention_flop_share")(T, d))
+    return {"flops": flops, "flops_type": flops_type, "share": share, "share_type": share_type}
+
+
+def _memory_cases(seed, hidden):
+    if not hidden:
+        return [
+            {"stage": "默认参数（bf16，1 层）：B=1, h=1, T=3 → 1·1·9·2 = 18 字节",
+             "B": 1, "h": 1, "T": 3, "bpe": None, "n_layers": None, "keywords": False},
+            {"stage": "正文第一行：B=8, h=12, T=1024，每层", "B": 8, "h": 12, "T": 1024,
+             "bpe": None, "n_layers": None, "keywords": False},
+            {"stage": "正文第一行：全部 12 层（n_layers=12）", "B": 8, "h": 12, "T": 1024,
+             "bpe": None, "n_layers": 12, "keywords": True},
+        ]
+    return [
+        {"stage": "float32（bytes_per_element=4）", "B": 2, "h": 3, "T": 5, "bpe": 4, "n_layers": None, "keywords": True},
+        {"stage": "位置参数：bytes_per_element=4, n_layers=6", "B": 2, "h": 4, "T": 7, "bpe": 4, "n_layers": 6,
+         "keywords": False},
+        {"stage": "正文：7B 级 B=1, h=32, T=32768，32 层", "B": 1, "h": 32, "T": 32768, "bpe": 2, "n_layers": 32,
+         "keywords": True},
+        {"stage": "fp8（1 字节）、3 层", "B": 4, "h": 8, "T": 100, "bpe": 1, "n_layers": 3, "keywords": True},
+    ]
+
+
+def _call_memory(ns, case):
+    fn = lookup(ns, "attn_matrix_bytes")
+    args = [case["B"], case["h"], case["T"]]
+    kwargs = {}
+    if case["keywords"]:
+        if case["bpe"] is not None:
+            kwargs["bytes_per_element"] = case["bpe"]
+        if case["n_layers"] is not None:
+            kwargs["n_layers"] = case["n_layers"]
+    else:
+        if case["bpe"] is not None or case["n_layers"] is not None:
+            args.append(2 if case["bpe"] is None else case["bpe"])
+        if case["n_layers"] is not None:
+            args.append(case["n_layers"])
+    value, type_name = _number(fn(*args, **kwargs))
+    return {"bytes": value, "bytes_type": type_name}
+
+
+def _generation_cases(seed, hidden):
+    if not hidden:
+        return [
+            {"stage": "T=1 且无缓存：只有一步，等于 mha_flops(1, d)", "T": 1, "d": 4, "kv_cache": False},
+            {"stage": "T=1 且有缓存：8d² + 4d", "T": 1, "d": 4, "kv_cache": True},
+            {"stage": "T=3, d=2，无缓存（t = 1, 2, 3 三步）", "T": 3, "d": 2, "kv_cache": False},
+            {"stage": "T=3, d=2，有 KV 缓存", "T": 3, "d": 2, "kv_cache": True},
+        ]
+    return [
+        {"stage": "T=2, d=5，无缓存", "T": 2, "d": 5, "kv_cache": False},
+        {"stage": "T=10, d=64，有缓存", "T": 10, "d": 64, "kv_cache": True},
+        {"stage": "T=100, d=768，无缓存", "T": 100, "d": 768, "kv_cache": False},
+        {"stage": "T=1000, d=4096，有缓存", "T": 1000, "d": 4096, "kv_cache": True},
+        {"stage": "T=300000, d=16384，无缓存：结果超过 int64 的范围", "T": 300000, "d": 16384, "kv_cache": False},
+    ]
+
+
+def _call_generation(ns, case):
+    fn = lookup(ns, "generation_flops")
+    if case["T"] % 2:
+        out = fn(case["T"], case["d"], case["kv_cache"])
+    else:
+        out = fn(case["T"], case["d"], kv_cache=case["kv_cache"])
+    value, type_name = _number(out)
+    return {"flops": value, "flops_type": type_name}
+
+
+DRIVERS = {
+    "flops": Driver(("mha_flops", "attention_flop_share"), _flops_cases, _call_flops),
+    "attn_memory": Driver(("attn_matrix_bytes",), _memory_cases, _call_memory),
+    "generation_flops": Driver(("generation_flops",), _generation_cases, _call_generation),
+}

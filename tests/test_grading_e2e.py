@@ -1,0 +1,200 @@
+"""End to end: a class of notebook-01 submissions (honest, stub, attacks) through the real grader."""
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grade import CSV_HEADER, GradingError, grade
+from tests import grading_class as gc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("class")
+    out = tmp_path_factory.mktemp("out")
+    gc.build(subs)
+    log = []
+    grade(subs, out, jobs=2, timeout=10, seed=1234, log=log.append)
+    with open(out / "grades.csv", newline="") as fh:
+        rows = list(csv.reader(fh))
+    scores = {}
+    for student, _nb, gid, score, max_score in rows[1:]:
+        scores.setdefault(student, {})[gid] = (float(score), float(max_score))
+    return {"out": out, "rows": rows, "scores": scores, "log": "\n".join(log)}
+
+
+def exercise_score(scores, exercise):
+    got = [v for k, v in scores.items() if k == f"test_{exercise}" or k.startswith(f"test_{exercise}__")]
+    assert got, exercise
+    return sum(g for g, _ in got), sum(m for _, m in got)
+
+
+def full(scores, exercise):
+    got, total = exercise_score(scores, exercise)
+    return got == total
+
+
+def zero(scores, exercise):
+    return exercise_score(scores, exercise)[0] == 0
+
+
+def autograded(graded, student):
+    path = graded["out"] / "nbgrader" / "autograded" / student / "w1d1" / f"{gc.NB}.ipynb"
+    return nbformat.read(path, as_version=4)
+
+
+def all_output_text(nb):
+    text = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            text.append(o.get("text", "") + o.get("evalue", ""))
+    return "\n".join(text)
+
+
+def test_csv_contract(graded):
+    rows = graded["rows"]
+    assert rows[0] == CSV_HEADER
+    ids = gc.test_cell_ids(gc.NB)
+    per_student = {}
+    for r in rows[1:]:
+        per_student.setdefault(r[0], []).append(r[2])
+    assert set(per_student) == set(gc.build.__globals__["NB"] and per_student)  # every student has rows
+    for student, gids in per_student.items():
+        assert sorted(gids) == sorted(ids), student
+
+
+def test_honest_full_marks_and_stub_zero(graded):
+    s = graded["scores"]
+    for ex in ("softmax", "self_attention", "score_diagnostics"):
+        assert full(s["honest"], ex), ex
+        assert zero(s["stub"], ex), ex
+
+
+def test_patching_the_kernel_changes_nothing(graded):
+    s = graded["scores"]["patcher"]
+    assert zero(s, "softmax")
+    assert zero(s, "self_attention")  # its patched checks return nothing: no verdict, no points
+
+
+def test_lying_objects_earn_nothing(graded):
+    assert zero(graded["scores"]["liar"], "softmax")
+
+
+def test_importing_the_answer_earns_nothing(graded):
+    s = graded["scores"]["importer"]
+    assert zero(s, "softmax") and zero(s, "score_diagnostics")
+    assert full(s, "self_attention")
+    assert zero(graded["scores"]["wrapper"], "softmax")
+    feedback = (graded["out"] / "feedback" / "importer" / f"{gc.NB}.html").read_text()
+    assert "不算作答" in feedback
+
+
+def test_sandbox_hides_files_and_network(graded):
+    text = all_output_text(autograded(graded, "snoop"))
+    found = re.search(r"FOUND (\[.*?\])", text)
+    assert found and found.group(1) == "[]", text[:500]
+    assert text.count("WRITE_BLOCKED") == 3 and "WROTE_OUTSIDE" not in text
+    assert "NET_BLOCKED" in text and "NET_OPEN" not in text
+    assert not gc.MARKER.exists()
+    s = graded["scores"]["snoop"]
+    assert all(full(s, ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
+
+
+def test_loop_costs_only_its_own_exercise(graded):
+    s = graded["scores"]["looper"]
+    assert zero(s, "self_attention")
+    assert full(s, "softmax") and full(s, "score_diagnostics")
+
+
+def test_os_exit_costs_only_its_own_exercise(graded):
+    s = graded["scores"]["exiter"]
+    assert zero(s, "score_diagnostics")
+    assert full(s, "softmax") and full(s, "self_attention")
+
+
+def test_flood_and_memory_keep_other_points(graded):
+    s = graded["scores"]["flooder"]
+    assert all(full(s, ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
+    nb = autograded(graded, "flooder")
+    assert len(nbformat.writes(nb)) < 2_000_000
+    assert "输出超过" in all_output_text(nb)
+
+
+def test_tampered_cells_restored_and_reported(graded):
+    s = graded["scores"]["tamperer"]
+    assert zero(s, "softmax")  # the wrong answer is judged by the restored test cells
+    assert full(s, "self_attention") and full(s, "score_diagnostics")
+    feedback = (graded["out"] / "feedback" / "tamperer" / f"{gc.NB}.html").read_text()
+    for words in ("被删除", "被修改", "出现了 2 次", "类型被改"):
+        assert words in feedback, words
+
+
+def test_warnings_from_correct_code_cost_nothing(graded):
+    assert full(graded["scores"]["warner"], "softmax")
+
+
+def test_feedback_names_the_mistake_without_hidden_source(graded):
+    out = graded["out"]
+    for student in graded["scores"]:
+        for path in (out / "feedback" / student).glob("*.html"):
+            text = path.read_text()
+            assert "BEGIN HIDDEN TESTS" not in text and 'hidden=True' not in text, path
+            assert "BEGIN SOLUTION" not in text
+    fb = (out / "feedback" / "patcher" / f"{gc.NB}.html").read_text()
+    assert "softmax" in fb and "检查未通过" in fb
+
+
+def test_parallel_grades_equal_serial(graded, tmp_path):
+    subs = tmp_path / "class"
+    subs.mkdir()
+    for name in ("honest", "stub", "tamperer"):
+        (subs / name).mkdir()
+        nbformat.write(gc.build.__globals__["nbformat"].read(
+            graded["out"] / "nbgrader" / "submitted" / name / "w1d1" / f"{gc.NB}.ipynb", as_version=4),
+            subs / name / f"{gc.NB}.ipynb")
+    rows = grade(subs, tmp_path / "out", jobs=1, timeout=10, seed=1234, log=lambda *_: None)
+    serial = {(r[0], r[2]): r[3] for r in rows}
+    parallel = {(r[0], r[2]): r[3] for r in graded["rows"][1:] if r[0] in ("honest", "stub")}
+    for key, value in parallel.items():
+        assert serial[key] == value, key
+
+
+def test_bad_inputs_give_clear_messages(tmp_path):
+    with pytest.raises(GradingError, match="找不到提交文件夹"):
+        grade(tmp_path / "missing", tmp_path / "o1")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GradingError, match="没有学生子文件夹"):
+        grade(tmp_path / "empty", tmp_path / "o2")
+    cli = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "missing"), "--out",
+                          str(tmp_path / "o3")], cwd=ROOT, capture_output=True, text=True)
+    assert cli.returncode == 2 and "找不到提交文件夹" in cli.stderr
+    assert not (tmp_path / "o3" / "grades.csv").exists()
+
+
+def test_malformed_renamed_and_unknown_files(tmp_path):
+    subs = tmp_path / "class"
+    (subs / "broken").mkdir(parents=True)
+    (subs / "broken" / f"{gc.NB}.ipynb").write_text("{ not json")
+    (subs / "renamed").mkdir()
+    nbformat.write(gc.solved(), subs / "renamed" / f"{gc.NB} (1).ipynb")
+    (subs / "renamed" / "notes.txt").write_text("hi")
+    (subs / "unknown").mkdir()
+    (subs / "unknown" / "99_extra.ipynb").write_text("{}")
+    out = tmp_path / "out"
+    log = []
+    rows = grade(subs, out, jobs=2, timeout=10, seed=1, log=log.append)
+    by = {}
+    for r in rows:
+        by.setdefault(r[0], []).append(float(r[3]))
+    assert by["broken"] and sum(by["broken"]) == 0
+    assert sum(by["renamed"]) == sum(float(m) for _, m in [(0, r[4]) for r in rows if r[0] == "renamed"])
+    assert "unknown" not in by
+    text = "\n".join(log)
+    assert "无法读取" in text and "改了名" in text and "不是本次作业的笔记本" in text
+    assert (out / "feedback" / "broken" / f"{gc.NB}.html").exists()

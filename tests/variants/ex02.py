@@ -1,0 +1,404 @@
+"""Variants of notebook 02's answers (§2)."""
+
+FORWARD = '''
+import numpy as np
+
+def attention_forward(Q, K, V, mask=None):
+    s = 1.0 / np.sqrt(Q.shape[-1])
+    S = s * (Q @ np.swapaxes(K, -1, -2))
+    if mask is not None:
+        S = np.where(mask, -np.inf, S)
+    S = S - S.max(axis=-1, keepdims=True)
+    A = np.exp(S)
+    A = A / A.sum(axis=-1, keepdims=True)
+    Y = A @ V
+    return Y, (Q, K, V, A, Y, s)
+'''
+
+BACKWARD_ONLY = '''
+def attention_backward(dY, cache):
+    Q, K, V, A, Y, s = cache
+    dV = np.swapaxes(A, -1, -2) @ dY
+    dA = dY @ np.swapaxes(V, -1, -2)
+    D = np.sum(dY * Y, axis=-1, keepdims=True)
+    dS = A * (dA - D)
+    dQ = s * (dS @ K)
+    dK = s * (np.swapaxes(dS, -1, -2) @ Q)
+    return dQ, dK, dV
+'''
+
+BACKWARD = FORWARD + BACKWARD_ONLY
+
+NUMGRAD = '''
+import numpy as np
+
+def numerical_gradient(f, x, eps=1e-6):
+    grad = np.zeros(x.shape, dtype=float)
+    for idx in np.ndindex(*x.shape):
+        old = x[idx]
+        x[idx] = old + eps
+        f_plus = f(x)
+        x[idx] = old - eps
+        f_minus = f(x)
+        x[idx] = old
+        grad[idx] = (f_plus - f_minus) / (2 * eps)
+    return grad
+'''
+
+FUNCTION = '''
+import math
+import torch
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        s = 1.0 / math.sqrt(q.shape[-1])
+        scores = (q @ k.transpose(-2, -1)) * s
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        A = torch.softmax(scores, dim=-1)
+        y = A @ v
+        ctx.save_for_backward(q, k, v, A, y)
+        ctx.s = s
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, A, y = ctx.saved_tensors
+        s = ctx.s
+        dv = A.transpose(-2, -1) @ dy
+        dA = dy @ v.transpose(-2, -1)
+        D = (dy * y).sum(-1, keepdim=True)
+        dS = A * (dA - D)
+        dq = s * (dS @ k)
+        dk = s * (dS.transpose(-2, -1) @ q)
+        return dq, dk, dv, None
+'''
+
+INIT = '''
+import math
+
+def init_score_std(d, weight_bound, input_var=1.0):
+    var_w = weight_bound ** 2 / 3
+    var_q = d * input_var * var_w
+    return float(var_q)
+'''
+
+VARIANTS = {
+    "attention_forward": {
+        "solution": FORWARD,
+        "correct": [
+            # einsum, additive mask with a large finite negative number
+            '''
+import numpy as np
+def attention_forward(Q, K, V, mask=None):
+    d_k = Q.shape[-1]
+    S = np.einsum("...td,...sd->...ts", Q, K) / np.sqrt(d_k)
+    if mask is not None:
+        S = S + np.where(mask, -1e9, 0.0)
+    e = np.exp(S - S.max(-1, keepdims=True))
+    A = e / e.sum(-1, keepdims=True)
+    return np.einsum("...ts,...sv->...tv", A, V), {"A": A, "Q": Q, "K": K, "V": V}
+''',
+            # torch inside, numpy out
+            '''
+import math
+import numpy as np
+import torch
+def attention_forward(Q, K, V, mask=None):
+    q, k, v = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (Q, K, V))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(torch.from_numpy(np.asarray(mask)), float("-inf"))
+    A = torch.softmax(scores, dim=-1)
+    return (A @ v).numpy(), (A.numpy(), Q, K, V)
+''',
+            # explicit loops over the batch and the queries
+            '''
+import numpy as np
+def attention_forward(Q, K, V, mask=None):
+    batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    T, S, dv = Q.shape[-2], K.shape[-2], V.shape[-1]
+    m = np.zeros(batch + (T, S), bool) if mask is None else np.broadcast_to(mask, batch + (T, S))
+    Qb, Kb, Vb = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (Q, K, V))
+    Y = np.zeros(batch + (T, dv))
+    A = np.zeros(batch + (T, S))
+    for b in np.ndindex(*batch):
+        for i in range(T):
+            scores = np.array([Qb[b][i] @ Kb[b][j] for j in range(S)]) / np.sqrt(Q.shape[-1])
+            scores[m[b][i]] = -np.inf
+            w = np.exp(scores - scores.max())
+            A[b][i] = w / w.sum()
+            Y[b][i] = A[b][i] @ Vb[b]
+    return Y, (Q, K, V, A)
+''',
+        ],
+        "buggy": [
+            (FORWARD.replace("s = 1.0 / np.sqrt(Q.shape[-1])", "s = 1.0"), "缺少缩放"),
+            (FORWARD.replace("np.sqrt(Q.shape[-1])", "np.sqrt(V.shape[-1])"), "√d_v"),
+            (FORWARD.replace("S.max(axis=-1, keepdims=True)", "S.max(axis=-2, keepdims=True)")
+             .replace("A.sum(axis=-1, keepdims=True)", "A.sum(axis=-2, keepdims=True)"), "方向不对"),
+            # mask applied after softmax
+            (FORWARD.replace("    if mask is not None:\n        S = np.where(mask, -np.inf, S)\n", "")
+             .replace("    Y = A @ V\n", "    if mask is not None:\n        A = np.where(mask, 0.0, A)\n    Y = A @ V\n"),
+             "softmax 之后"),
+            (FORWARD.replace("np.where(mask, -np.inf, S)", "np.where(mask, S, -np.inf)"), "约定反了"),
+            (FORWARD.replace("np.where(mask, -np.inf, S)", "np.where(mask, 0.0, S)"), "填成了 0"),
+            (FORWARD.replace("np.swapaxes(K, -1, -2)", "K.T"), "swapaxes"),
+            # scales Q in place
+            (FORWARD.replace("    S = s * (Q @ np.swapaxes(K, -1, -2))", "    Q *= s\n    S = Q @ np.swapaxes(K, -1, -2)"),
+             "修改了输入"),
+        ],
+    },
+    "attention_backward": {
+        "solution": BACKWARD,
+        "correct": [
+            # einsum; D from dA and A; cache is a dict
+            '''
+import numpy as np
+def attention_forward(Q, K, V, mask=None):
+    s = Q.shape[-1] ** -0.5
+    S = np.einsum("...td,...sd->...ts", Q, K) * s
+    if mask is not None:
+        S = np.where(mask, -1e9, S)
+    e = np.exp(S - S.max(-1, keepdims=True))
+    A = e / e.sum(-1, keepdims=True)
+    return np.einsum("...ts,...sv->...tv", A, V), {"Q": Q, "K": K, "V": V, "A": A, "s": s}
+
+def attention_backward(dY, cache):
+    Q, K, V, A, s = cache["Q"], cache["K"], cache["V"], cache["A"], cache["s"]
+    dV = np.einsum("...ts,...tv->...sv", A, dY)
+    dA = np.einsum("...tv,...sv->...ts", dY, V)
+    D = (dA * A).sum(-1, keepdims=True)
+    dS = A * (dA - D)
+    return s * np.einsum("...ts,...sd->...td", dS, K), s * np.einsum("...ts,...td->...sd", dS, Q), dV
+''',
+            # torch tensors inside, formulas by hand
+            '''
+import math
+import numpy as np
+import torch
+def attention_forward(Q, K, V, mask=None):
+    q, k, v = (torch.tensor(a, dtype=torch.float64) for a in (Q, K, V))
+    s = 1 / math.sqrt(q.shape[-1])
+    scores = (q @ k.mT) * s
+    if mask is not None:
+        scores = scores.masked_fill(torch.tensor(mask), -torch.inf)
+    A = scores.softmax(-1)
+    y = A @ v
+    return y.numpy(), (q, k, v, A, y, s)
+
+def attention_backward(dY, cache):
+    q, k, v, A, y, s = cache
+    dy = torch.tensor(dY, dtype=torch.float64)
+    dv = A.mT @ dy
+    dS = A * (dy @ v.mT - (dy * y).sum(-1, keepdim=True))
+    return (s * dS @ k).numpy(), (s * dS.mT @ q).numpy(), dv.numpy()
+''',
+            # loops, explicit softmax Jacobian diag(a) - a aᵀ per row
+            '''
+import numpy as np
+def attention_forward(Q, K, V, mask=None):
+    s = 1 / np.sqrt(Q.shape[-1])
+    S = s * np.matmul(Q, np.swapaxes(K, -1, -2))
+    if mask is not None:
+        S = np.where(mask, np.finfo(S.dtype).min, S)
+    A = np.exp(S - S.max(-1, keepdims=True))
+    A /= A.sum(-1, keepdims=True)
+    return np.matmul(A, V), (Q, K, V, A, s)
+
+def attention_backward(dY, cache):
+    Q, K, V, A, s = cache
+    dQ, dK, dV = np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)
+    for b in np.ndindex(*A.shape[:-2]):
+        a, dy = A[b], dY[b]
+        dV[b] = a.T @ dy
+        dA = dy @ V[b].T
+        dS = np.zeros_like(a)
+        for i in range(a.shape[0]):
+            J = np.diag(a[i]) - np.outer(a[i], a[i])
+            dS[i] = J @ dA[i]
+        dQ[b] = s * dS @ K[b]
+        dK[b] = s * dS.T @ Q[b]
+    return dQ, dK, dV
+''',
+        ],
+        "buggy": [
+            (BACKWARD.replace("dS = A * (dA - D)", "dS = A * dA"), "少了减去 D"),
+            (BACKWARD.replace("D = np.sum(dY * Y, axis=-1, keepdims=True)", "D = np.sum(dA * A, axis=-2, keepdims=True)"),
+             "求和轴不对"),
+            (BACKWARD.replace("D = np.sum(dY * Y, axis=-1, keepdims=True)", "D = np.sum(dY * Y, axis=-1)"),
+             "keepdims"),
+            (BACKWARD.replace("dK = s * (np.swapaxes(dS, -1, -2) @ Q)", "dK = s * (dS @ Q)"), "K̄ 少了转置"),
+            (BACKWARD.replace("dQ = s * (dS @ K)", "dQ = dS @ K").replace("dK = s * (np.swapaxes", "dK = (np.swapaxes"),
+             "少了缩放因子"),
+            (BACKWARD.replace("dV = np.swapaxes(A, -1, -2) @ dY", "dV = A.T @ dY"), "swapaxes"),
+            (BACKWARD.replace("dV = np.swapaxes(A, -1, -2) @ dY", "dV = A @ dY"), "V̄ 少了转置"),
+            # backward recomputes the softmax and forgets the mask
+            (BACKWARD.replace("    Q, K, V, A, Y, s = cache\n",
+                              "    Q, K, V, A, Y, s = cache\n    S = s * (Q @ np.swapaxes(K, -1, -2))\n"
+                              "    A = np.exp(S - S.max(-1, keepdims=True))\n    A = A / A.sum(-1, keepdims=True)\n"
+                              "    Y = A @ V\n"), "漏掉了掩码"),
+            # fill value too small: exp(-30) is not 0, masked keys leak a tiny gradient
+            (BACKWARD.replace("np.where(mask, -np.inf, S)", "np.where(mask, -30.0, S)"), "恰好为 0"),
+            # Q scaled in the cache, scale applied again in dK
+            (BACKWARD.replace("return Y, (Q, K, V, A, Y, s)", "return Y, (Q * s, K, V, A, Y, s)"), "多乘了一次 s"),
+        ],
+    },
+    "numerical_gradient": {
+        "solution": NUMGRAD,
+        "correct": [
+            # flat view, try/finally
+            '''
+import numpy as np
+def numerical_gradient(f, x, eps=1e-6):
+    flat = x.reshape(-1)
+    g = np.empty(flat.size)
+    for i in range(flat.size):
+        old = flat[i]
+        try:
+            flat[i] = old + eps
+            fp = float(f(x))
+            flat[i] = old - eps
+            fm = float(f(x))
+        finally:
+            flat[i] = old
+        g[i] = (fp - fm) / (2 * eps)
+    return g.reshape(x.shape)
+''',
+            # a fresh copy per perturbation, unit vectors
+            '''
+import numpy as np
+def numerical_gradient(f, x, eps=1e-6):
+    grad = np.zeros_like(x, dtype=np.float64)
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x, dtype=np.float64)
+        e[idx] = eps
+        grad[idx] = (f(x + e) - f(x - e)) / (2 * eps)
+    return grad
+''',
+            # np.nditer over a private copy
+            '''
+import numpy as np
+def numerical_gradient(f, x, eps=1e-6):
+    z = np.array(x, dtype=np.float64, copy=True)
+    grad = np.zeros_like(z)
+    it = np.nditer(z, flags=["multi_index"], op_flags=[["readwrite"]])
+    for v in it:
+        old = float(v)
+        v[...] = old + eps
+        fp = f(z)
+        v[...] = old - eps
+        fm = f(z)
+        v[...] = old
+        grad[it.multi_index] = (fp - fm) / (2 * eps)
+    return grad
+''',
+        ],
+        "buggy": [
+            (NUMGRAD.replace("        x[idx] = old - eps\n        f_minus = f(x)\n        x[idx] = old\n",
+                             "        x[idx] = old\n        f_minus = f(x)\n")
+             .replace("(f_plus - f_minus) / (2 * eps)", "(f_plus - f_minus) / eps"), "单侧差分"),
+            (NUMGRAD.replace("/ (2 * eps)", "/ eps"), "要除以 2ε"),
+            (NUMGRAD.replace("        x[idx] = old\n", ""), "x 变了"),
+            (NUMGRAD.replace("    grad = np.zeros(x.shape, dtype=float)\n",
+                             "    x = x.copy()\n    grad = np.zeros(x.shape, dtype=float)\n")
+             .replace("        x[idx] = old\n", ""), "没有把 x[idx] 恢复"),
+            (NUMGRAD.replace("def numerical_gradient(f, x, eps=1e-6):\n",
+                             "def numerical_gradient(f, x, eps=1e-6):\n    eps = 1e-6\n"), "没有用参数 eps"),
+        ],
+    },
+    "attention_function": {
+        "solution": FUNCTION,
+        "correct": [
+            # einsum and D from dA ⊙ A
+            '''
+import math
+import torch
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        s = q.shape[-1] ** -0.5
+        scores = torch.einsum("...td,...sd->...ts", q, k) * s
+        if mask is not None:
+            scores = torch.where(mask, torch.finfo(scores.dtype).min, scores)
+        A = torch.softmax(scores, dim=-1)
+        ctx.save_for_backward(q, k, v, A)
+        ctx.s = s
+        return torch.einsum("...ts,...sv->...tv", A, v)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, A = ctx.saved_tensors
+        dA = torch.einsum("...tv,...sv->...ts", dy, v)
+        dS = A * (dA - (dA * A).sum(-1, keepdim=True))
+        dq = ctx.s * torch.einsum("...ts,...sd->...td", dS, k)
+        dk = ctx.s * torch.einsum("...ts,...td->...sd", dS, q)
+        dv = torch.einsum("...ts,...tv->...sv", A, dy)
+        return dq, dk, dv, None
+''',
+            # FlashAttention-style: store only q, k, v (and the mask), recompute A in backward
+            '''
+import math
+import torch
+def _weights(q, k, mask):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, -math.inf)
+    return torch.softmax(scores, -1)
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.save_for_backward(q, k, v)
+        ctx.mask = mask
+        return _weights(q, k, mask) @ v
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v = ctx.saved_tensors
+        A = _weights(q, k, ctx.mask)
+        y = A @ v
+        s = 1 / math.sqrt(q.shape[-1])
+        dS = A * (dy @ v.transpose(-2, -1) - (dy * y).sum(-1, keepdim=True))
+        return s * dS @ k, s * dS.transpose(-2, -1) @ q, A.transpose(-2, -1) @ dy, None
+''',
+        ],
+        "buggy": [
+            (FUNCTION.replace("dS = A * (dA - D)", "dS = A * dA"), "少了减去 D"),
+            (FUNCTION.replace("dq = s * (dS @ k)", "dq = dS @ k").replace("dk = s * (dS", "dk = (dS"), "少了缩放因子"),
+            (FUNCTION.replace("dk = s * (dS.transpose(-2, -1) @ q)", "dk = s * (dS @ q)"), "K̄ 少了转置"),
+            (FUNCTION.replace("return dq, dk, dv, None", "return dq, dk, dv"), "共 4 个"),
+            # an additive float64 mask silently promotes float32 inputs
+            (FUNCTION.replace('scores = scores.masked_fill(mask, float("-inf"))',
+                              'scores = scores + torch.zeros(mask.shape, dtype=torch.float64).masked_fill(mask, -1e9)'),
+             "dtype"),
+            (FUNCTION.replace("s = 1.0 / math.sqrt(q.shape[-1])", "s = 1.0 / q.shape[-1]"), "除以了 d_k"),
+        ],
+    },
+    "init_score_std": {
+        "solution": INIT,
+        "correct": [
+            '''
+import numpy as np
+def init_score_std(d, weight_bound, input_var=1.0):
+    var_q = var_k = d * input_var * weight_bound ** 2 / 3.0
+    d_k = 64  # any head width: it cancels
+    return float(np.sqrt(d_k * var_q * var_k) / np.sqrt(d_k))
+''',
+            '''
+import math
+def init_score_std(d, weight_bound, input_var=1.0):
+    std_w = weight_bound / math.sqrt(3)
+    std_q = math.sqrt(d * input_var) * std_w
+    return std_q * std_q
+''',
+        ],
+        "buggy": [
+            (INIT.replace("weight_bound ** 2 / 3", "weight_bound ** 2"), "b²/3"),
+            (INIT.replace("return float(var_q)", "return float(var_q ** 2)"), "返回的是方差"),
+            (INIT.replace("return float(var_q)", "return float(var_q ** 0.5)"), "q_i 的标准差"),
+            (INIT.replace("var_q = d * input_var * var_w", "var_q = d * input_var ** 0.5 * var_w"), "input_var 是"),
+        ],
+    },
+}

@@ -1,0 +1,320 @@
+"""Variants of notebook 04's answers."""
+
+SPLIT_MERGE = '''
+import torch
+
+def split_heads(x, n_heads):
+    B, T, d = x.shape
+    return x.view(B, T, n_heads, d // n_heads).transpose(1, 2)
+
+def merge_heads(x):
+    B, h, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, h * d_k)
+'''
+
+MHA = '''
+import math
+import torch
+from torch import nn
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        assert d_model % n_heads == 0
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h, d_k = self.n_heads, d // self.n_heads
+        q = self.W_q(x).view(B, T, h, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, h, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, h, d_k).transpose(1, 2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        att = att.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, d)
+        y = self.W_o(y)
+        return (y, att) if need_weights else y
+'''
+
+# -------- correct variants of mha in other styles
+
+MHA_EINSUM = '''
+import math
+import torch
+import torch.nn as nn
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            setattr(self, name, nn.Linear(d_model, d_model, bias=bias))
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        q, k, v = (lin(x).reshape(B, T, h, d // h) for lin in (self.W_q, self.W_k, self.W_v))
+        s = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(d // h)
+        if mask is not None:
+            s = s.masked_fill(mask, torch.finfo(s.dtype).min)
+        a = torch.softmax(s, dim=-1)
+        y = torch.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, T, d)
+        y = self.W_o(y)
+        if need_weights:
+            return y, a
+        return y
+'''
+
+MHA_PERMUTE = '''
+import torch
+from torch import nn
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias)
+        self.W_k = nn.Linear(d_model, d_model, bias)
+        self.W_v = nn.Linear(d_model, d_model, bias)
+        self.W_o = nn.Linear(d_model, d_model, bias)
+
+    def _split(self, t):
+        B, T, d = t.shape
+        return t.reshape(B, T, self.n_heads, -1).permute(0, 2, 1, 3)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        q, k, v = self._split(self.W_q(x)), self._split(self.W_k(x)), self._split(self.W_v(x))
+        scores = torch.matmul(q, k.permute(0, 1, 3, 2)) * q.shape[-1] ** -0.5
+        if mask is not None:
+            scores = scores + torch.zeros_like(scores).masked_fill(mask, float("-inf"))
+        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+        weights = weights / weights.sum(-1, keepdim=True)
+        out = torch.matmul(weights, v).permute(0, 2, 1, 3).reshape(B, T, d)
+        y = self.W_o(out)
+        return (y, weights) if need_weights else y
+'''
+
+MHA_LOOP = '''
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class MultiHeadAttention(nn.Module):
+    """One head at a time, each with its own slice of the weight matrices."""
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    @staticmethod
+    def _slice(lin, sl):
+        return lin.weight[sl], (None if lin.bias is None else lin.bias[sl])
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        d_k = d // self.n_heads
+        heads, weights = [], []
+        for i in range(self.n_heads):
+            sl = slice(i * d_k, (i + 1) * d_k)
+            q = F.linear(x, *self._slice(self.W_q, sl))
+            k = F.linear(x, *self._slice(self.W_k, sl))
+            v = F.linear(x, *self._slice(self.W_v, sl))
+            s = q @ k.transpose(1, 2) / math.sqrt(d_k)
+            if mask is not None:
+                m = mask if mask.dim() == 2 else mask[:, i if mask.shape[1] > 1 else 0]
+                s = s.masked_fill(m, float("-inf"))
+            a = torch.softmax(s, dim=-1)
+            heads.append(a @ v)
+            weights.append(a)
+        y = self.W_o(torch.cat(heads, dim=-1))
+        return (y, torch.stack(weights, dim=1)) if need_weights else y
+'''
+
+# -------- buggy variants of mha
+
+MHA_SDPA = MHA.replace(
+    '''        att = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        att = att.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, d)''',
+    '''        import torch.nn.functional as F
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_k), -1)
+        y = y.transpose(1, 2).contiguous().view(B, T, d)''')
+
+MHA_SDPA_ALIAS = '''
+import torch
+from torch import nn
+from torch.nn.functional import scaled_dot_product_attention as attend
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        q, k, v = (l(x).view(B, T, h, -1).transpose(1, 2) for l in (self.W_q, self.W_k, self.W_v))
+        y = attend(q, k, v, attn_mask=None if mask is None else ~mask)
+        y = self.W_o(y.transpose(1, 2).reshape(B, T, d))
+        return (y, torch.zeros(B, h, T, T)) if need_weights else y
+'''
+
+MHA_TORCH = '''
+import torch
+from torch import nn
+
+class MultiHeadAttention(nn.Module):
+    """Wraps nn.MultiheadAttention but exposes W_q.. views of its weights."""
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self._inner = [nn.MultiheadAttention(d_model, n_heads, bias=bias, batch_first=True)]
+
+    def forward(self, x, mask=None, need_weights=False):
+        inner = self._inner[0].to(x.dtype)
+        with torch.no_grad():
+            inner.in_proj_weight.copy_(torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight]))
+            inner.out_proj.weight.copy_(self.W_o.weight)
+            if self.W_q.bias is not None:
+                inner.in_proj_bias.copy_(torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias]))
+                inner.out_proj.bias.copy_(self.W_o.bias)
+        B, T, _ = x.shape
+        am = None
+        if mask is not None:
+            am = mask.expand(B, self.n_heads, T, T).reshape(B * self.n_heads, T, T)
+        y, w = inner(x, x, x, attn_mask=am, need_weights=True, average_attn_weights=False)
+        return (y, w) if need_weights else y
+'''
+
+MHA_AVG_WEIGHTS = MHA.replace("return (y, att) if need_weights", "return (y, att.mean(dim=1)) if need_weights")
+
+MHA_DETACH = MHA.replace("att = att.softmax(dim=-1)", "att = att.softmax(dim=-1).detach()")
+
+MHA_QKV_FUSED = '''
+import math
+import torch
+from torch import nn
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+        self.W_q = self.W_k = self.W_v = None
+
+    def forward(self, x, mask=None, need_weights=False):
+        raise RuntimeError("unreachable")
+'''
+
+MHA_NO_BIAS_FLAG = MHA.replace("nn.Linear(d_model, d_model, bias=bias)", "nn.Linear(d_model, d_model)")
+
+MHA_ALWAYS_UNSQUEEZE = MHA.replace(
+    'att = att.masked_fill(mask, float("-inf"))', 'att = att.masked_fill(mask.unsqueeze(1), float("-inf"))')
+
+MHA_FILL_SMALL = MHA.replace('float("-inf")', "-30.0")
+
+VARIANTS = {
+    "split_merge_heads": {
+        "solution": SPLIT_MERGE,
+        "correct": [
+            # split into chunks and stack; concatenate back
+            '''
+import torch
+
+def split_heads(x, n_heads):
+    d_k = x.shape[-1] // n_heads
+    return torch.stack(torch.split(x, d_k, dim=-1), dim=1)
+
+def merge_heads(x):
+    return torch.cat(torch.unbind(x, dim=1), dim=-1)
+''',
+            # unflatten / permute / flatten
+            '''
+def split_heads(x, n_heads):
+    return x.unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3)
+
+def merge_heads(x):
+    return x.permute(0, 2, 1, 3).flatten(start_dim=2)
+''',
+            # einsum with an explicit selector, contiguous + view
+            '''
+import torch
+
+def split_heads(x, n_heads):
+    B, T, d = x.shape
+    return torch.einsum("bthk->bhtk", x.reshape(B, T, n_heads, d // n_heads)).clone()
+
+def merge_heads(x):
+    B, h, T, d_k = x.shape
+    return x.transpose(1, 2).contiguous().view(B, T, h * d_k)
+''',
+        ],
+        "buggy": [
+            (SPLIT_MERGE.replace("x.view(B, T, n_heads, d // n_heads).transpose(1, 2)",
+                                 "x.view(B, n_heads, T, d // n_heads)")
+             .replace("x.transpose(1, 2).reshape(B, T, h * d_k)", "x.reshape(B, T, h * d_k)"), "拆头方式不对"),
+            (SPLIT_MERGE.replace("x.view(B, T, n_heads, d // n_heads).transpose(1, 2)",
+                                 "x.view(B, T, d // n_heads, n_heads).permute(0, 3, 1, 2)"), "连续的一段特征"),
+            (SPLIT_MERGE.replace("x.transpose(1, 2).reshape(B, T, h * d_k)", "x.reshape(B, T, h * d_k)"), "§A.5"),
+            (SPLIT_MERGE.replace("x.transpose(1, 2).reshape(B, T, h * d_k)", "x.transpose(1, 2).view(B, T, h * d_k)"),
+             "contiguous"),
+            (SPLIT_MERGE.replace("x.transpose(1, 2).reshape(B, T, h * d_k)",
+                                 "x.permute(0, 2, 3, 1).reshape(B, T, h * d_k)"), "合并的维度顺序不对"),
+        ],
+    },
+    "mha": {
+        "solution": MHA,
+        "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP],
+        "buggy": [
+            (MHA.replace("(att @ v).transpose(1, 2).contiguous().view(B, T, d)", "(att @ v).reshape(B, T, d)"),
+             "§A.5"),
+            (MHA.replace("math.sqrt(d_k)", "math.sqrt(d)"), "√d_model"),
+            (MHA.replace("att.masked_fill(mask,", "att.masked_fill(~mask,"), "约定反了"),
+            (MHA.replace("        y = self.W_o(y)\n", ""), "W_o"),
+            (MHA.replace("att.softmax(dim=-1)", "att.softmax(dim=-2)"), "softmax 的方向"),
+            (MHA.replace("view(B, T, h, d_k).transpose(1, 2)", "view(B, h, T, d_k)")
+             .replace("(att @ v).transpose(1, 2).contiguous().view(B, T, d)", "(att @ v).reshape(B, T, d)"),
+             "拆头方式不对"),
+            (MHA_AVG_WEIGHTS, "平均"),
+            (MHA.replace('        if mask is not None:\n            att = att.masked_fill(mask, float("-inf"))\n'
+                         '        att = att.softmax(dim=-1)',
+                         '        att = att.softmax(dim=-1)\n        if mask is not None:\n'
+                         '            att = att.masked_fill(mask, 0.0)'), "softmax 之后"),
+            (MHA.replace('att.masked_fill(mask,', 'att.masked_fill(mask.transpose(-2, -1),'), "行列方向反了"),
+            (MHA_ALWAYS_UNSQUEEZE, "广播"),
+            (MHA_FILL_SMALL, "恰好为 0"),
+            (MHA_DETACH, "梯度没有传到"),
+            (MHA_QKV_FUSED, "nn.Linear"),
+            (MHA_NO_BIAS_FLAG, "bias=False"),
+            (MHA_SDPA, "scaled_dot_product_attention"),
+            (MHA_SDPA_ALIAS, "scaled_dot_product_attention"),
+            (MHA_TORCH, "nn.MultiheadAttention"),
+        ],
+    },
+}

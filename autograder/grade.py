@@ -125,7 +125,8 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     log(f"评分 {len(gradable)} 名学生（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
     results, t0 = {}, time.monotonic()
     ctx = get_context("spawn")
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx) as pool:
+    # a fresh process per student: no state (event loops, sockets, sessions) carries over
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
         futures = {pool.submit(_grade_student, str(work), s.student, seed, sandbox, timeout): s.student for s in gradable}
         for i, fut in enumerate(as_completed(futures), 1):
             student = futures[fut]

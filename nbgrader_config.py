@@ -41,6 +41,7 @@ c.Autograde.autograde_preprocessors = [
 ]
 c.Execute.timeout = 120
 c.SandboxedExecute.timeout = 120
+c.Execute.startup_timeout = 180
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
 
 # feedback never shows the hidden checks' source

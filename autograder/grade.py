@@ -47,6 +47,8 @@ def _grade_student(work, student, seed, sandbox, timeout):
     nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
     result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+    if not result["success"]:  # a grader-side hiccup (e.g. a slow kernel start): try once more
+        result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
     feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
             "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"],

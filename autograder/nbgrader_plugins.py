@@ -78,6 +78,8 @@ class SandboxedExecute(Execute):
             await ensure_async(self.km.shutdown_kernel(now=True))
         except Exception as exc:  # a kernel that is already gone
             self.log.warning("shutting down the failed kernel: %s", exc)
+        if not self.km.context.closed:
+            self.km.context.destroy(linger=0)
         self.km = self.create_kernel_manager()
         await self.async_start_new_kernel()
         await self.async_start_new_kernel_client()

@@ -8,11 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
+import zmq
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.paths import jupyter_runtime_dir
 from traitlets import Bool, Integer, Unicode
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -84,15 +85,18 @@ class SandboxKernelManager(AsyncKernelManager):
     def __init__(self, **kwargs):
         kwargs.setdefault("transport", "ipc")
         super().__init__(**kwargs)
+        # never block on messages queued for a dead kernel (a killed kernel must not hang the grader)
+        self.context.setsockopt(zmq.LINGER, 0)
         seed = os.environ.get("W1D1_GRADER_SEED")
         if seed is not None:
             self.grader_seed = int(seed)
         if os.environ.get("W1D1_NO_SANDBOX") == "1":
             self.sandbox = False
-        # absolute socket paths: the kernel's cwd is the submission folder, not ours
-        runtime = Path(jupyter_runtime_dir())
-        runtime.mkdir(parents=True, exist_ok=True)
-        name = f"w1d1-{uuid.uuid4().hex[:12]}"
+        # absolute, short socket paths in a folder of this kernel's own: the kernel's cwd is the
+        # submission folder, unix socket paths must stay under ~100 characters, and the sandbox
+        # binds only this folder (no other kernel's connection file is visible)
+        runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
+        name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
 
@@ -110,3 +114,10 @@ class SandboxKernelManager(AsyncKernelManager):
             env.update({"W1D1_GRADING": "1", "W1D1_SEED": str(self.grader_seed), "MPLBACKEND": "agg"})
         kw["env"] = env
         return cmd, kw
+
+    async def _async_shutdown_kernel(self, now=False, restart=False):
+        await super()._async_shutdown_kernel(now=now, restart=restart)
+        if not restart:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+    shutdown_kernel = _async_shutdown_kernel

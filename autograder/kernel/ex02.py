@@ -264,7 +264,7 @@ def _call_init(ns, case):
 DRIVERS = {
     "attention_forward": Driver(("attention_forward",), lambda seed, hidden: _forward_cases(seed, hidden, "attention_forward"),
                                 _call_forward),
-    "attention_backward": Driver(("attention_forward", "attention_backward"), _backward_cases, _call_backward),
+    "attention_backward": Driver(("attention_backward",), _backward_cases, _call_backward),
     "numerical_gradient": Driver(("numerical_gradient",), _numgrad_cases, _call_numgrad),
     "attention_function": Driver(("AttentionFunction",), _function_cases, _call_function),
     "init_score_std": Driver(("init_score_std",), _init_cases, _call_init),

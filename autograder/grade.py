@@ -10,6 +10,7 @@ import random
 import shutil
 import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -40,6 +41,7 @@ def _test_cells(name):
 def _grade_student(work, student, seed, sandbox, timeout):
     """Worker: autograde one student and make their feedback (runs in its own process)."""
     started = time.monotonic()
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
     os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
     os.environ["W1D1_GRADER_SEED"] = str(seed)
     os.environ["W1D1_NO_SANDBOX"] = "0" if sandbox else "1"

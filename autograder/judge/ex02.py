@@ -182,6 +182,54 @@ def _forward_first(cases, results, what):
     return fail(f"{what}的前向输出 Y 就不对，先让前向通过：\n" + verdict.message)
 
 
+def autograd_grads(c):
+    """dQ, dK, dV of sum(Y * dY) by torch autograd in float64: an independent second reference."""
+    import torch
+
+    q, k, v = (torch.tensor(c[n], dtype=torch.float64, requires_grad=True) for n in ("Q", "K", "V"))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(c["Q"].shape[-1])
+    if _mask(c) is not None:
+        scores = scores.masked_fill(torch.as_tensor(np.asarray(_mask(c), dtype=bool)), float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ v
+    dq, dk, dv = torch.autograd.grad((y * torch.tensor(c["dY"])).sum(), (q, k, v))
+    return {"dQ": dq.numpy(), "dK": dk.numpy(), "dV": dv.numpy()}
+
+
+def finite_difference_grads(c, eps=1e-6):
+    """Central differences of sum(Y * dY) w.r.t. every entry of Q, K, V (small cases only)."""
+    grads = {}
+    for name in ("Q", "K", "V"):
+        x = np.array(c[name], dtype=np.float64)
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            vals = []
+            for sign in (1, -1):
+                x[idx] = old + sign * eps
+                args = {**c, name: x}
+                vals.append(float(np.sum(forward_ref(args["Q"], args["K"], args["V"], _mask(c))[0] * c["dY"])))
+            x[idx] = old
+            g[idx] = (vals[0] - vals[1]) / (2 * eps)
+        grads["d" + name] = g
+    return grads
+
+
+FD_MAX_ENTRIES = 240
+
+
+def _independent_checks(case, res):
+    """The student's gradients against autograd and (on small cases) finite differences."""
+    refs = [("torch.autograd（float64）", autograd_grads(case), 1e-6, 1e-9)]
+    if sum(np.size(case[n]) for n in ("Q", "K", "V")) <= FD_MAX_ENTRIES:
+        refs.append(("数值微分（中心差分）", finite_difference_grads(case), 1e-4, 1e-6))
+    for label, ref, rtol, atol in refs:
+        for key in ("dQ", "dK", "dV"):
+            got = np.asarray(res["out"][key])
+            if got.shape != ref[key].shape or not np.allclose(got, ref[key], rtol=rtol, atol=atol):
+                return fail(f"【{case['stage']}】`{key}` 与 {label} 的结果不一致。\n期望：{fmt(ref[key])}\n你的：{fmt(got)}")
+    return None
+
+
 def judge_attention_backward(cases, results):
     early = _forward_first(cases, results, "attention_backward 的检查用你自己的 attention_forward 产生 cache，它")
     if early:
@@ -192,7 +240,7 @@ def judge_attention_backward(cases, results):
         verdict = _with_batch_hint(verdict, [case], [res])
         if not verdict.passed:
             return verdict
-        dead = _dead_key_check([case], [res])
+        dead = _dead_key_check([case], [res]) or _independent_checks(case, res)
         if dead:
             return dead
     return _inputs_untouched(results) or PASS

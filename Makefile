@@ -56,4 +56,4 @@ bench: venv system-deps
 	$(PY) bench/bench.py
 
 html: venv
-	$(PY) -m autograder html --out site
+	$(PY) tools/build_site.py --out site

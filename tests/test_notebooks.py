@@ -11,14 +11,9 @@ from autograder.nbgrader_plugins import check_calls
 
 def execute(path, cwd):
     nb = nbformat.read(path, as_version=4)
-    env_backup = os.environ.get("MPLBACKEND")
-    os.environ["MPLBACKEND"] = "agg"
-    try:
-        NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
-                       allow_errors=True).execute()
-    finally:
-        if env_backup is None:
-            os.environ.pop("MPLBACKEND", None)
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the figures
+    NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
+                   allow_errors=True).execute()
     return nb
 
 
@@ -37,3 +32,5 @@ def test_solution_notebook_runs_clean(name):
         for grade_id, hidden in check_calls(cell.source):
             kind = "隐藏检查" if hidden else "公开检查"
             assert f"✅ {kind}通过：{grade_id}" in printed, f"{name}: {grade_id} ({kind}) did not pass"
+    figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert figures >= 1, f"{name}: no figure was drawn"

@@ -1,0 +1,62 @@
+"""`make html`: a browsable static site of the student notebooks for self-learners.
+
+Every student notebook is executed as released (the demonstration cells draw every figure; an
+exercise cell shows its `NotImplementedError` stub until the reader writes it) and exported to
+HTML with the plots inline, plus an index page.
+"""
+import argparse
+import html
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder.course import ASSIGNMENT, RELEASE_DIR, available_notebooks  # noqa: E402
+
+
+def title_of(nb, fallback):
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return fallback
+
+
+def build(out):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter()
+    entries = []
+    for name in available_notebooks():
+        src = RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb"
+        nb = nbformat.read(src, as_version=4)
+        NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(src.parent)}}).execute()
+        body, _ = exporter.from_notebook_node(nb)
+        (out / f"{name}.html").write_text(body, encoding="utf-8")
+        figures = sum(1 for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
+        entries.append((name, title_of(nb, name), figures))
+        print(f"{name}: {figures} 张图", file=sys.stderr)
+    items = "\n".join(f'<li><a href="{n}.html">{html.escape(t)}</a>（{f} 张图）</li>' for n, t, f in entries)
+    (out / "index.html").write_text(
+        "<!DOCTYPE html><html lang=\"zh-CN\"><head><meta charset=\"utf-8\"><title>W1D1 自注意力与多头注意力</title></head>"
+        f"<body><h1>第 1 周 · Day 1：自注意力与多头注意力</h1><p>练习单元格显示的是未作答时的提示（NotImplementedError）；"
+        f"想自己动手，请用 <code>make lab</code> 打开笔记本。</p><ol>{items}</ol></body></html>", encoding="utf-8")
+    return entries
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="构建自学用的静态网站")
+    parser.add_argument("--out", default=str(ROOT / "site"))
+    build(parser.parse_args(argv).out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from .course import ASSIGNMENT, SOURCE_DIR
+from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 
 
 @dataclass
@@ -98,7 +98,10 @@ def read_submission(folder, known, dest):
     dest.mkdir(parents=True, exist_ok=True)
     source_ids = {n: set(_grade_ids(nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb", as_version=4))) for n in known}
     files = sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts)
+    quiet = {"timestamp.txt", "submission_secret.txt"} | {p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir()}
     for path in files:
+        if path.suffix != ".ipynb" and path.name in quiet:
+            continue  # nbgrader's bookkeeping and the files the release ships
         if path.suffix != ".ipynb":
             sub.notes.append(f"忽略了不是笔记本的文件 `{path.relative_to(folder)}`（评分只看笔记本）。")
             continue

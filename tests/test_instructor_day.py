@@ -1,0 +1,22 @@
+"""tools/instructor_day.sh: release through nbgrader's exchange, two students submit, collect, grade, export."""
+import csv
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_instructors_day(tmp_path):
+    run = subprocess.run(["bash", str(ROOT / "tools" / "instructor_day.sh"), str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with open(tmp_path / "grading" / "grades.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    def total(student, notebook):
+        return sum(float(r["score"]) for r in rows if r["student_id"] == student and r["notebook"] == notebook)
+    assert total("alice", "01_self_attention") == 12
+    assert total("bob", "01_self_attention") == 0
+    assert (tmp_path / "grading" / "feedback" / "alice" / "01_self_attention.html").exists()
+    with open(tmp_path / "grades_nbgrader.csv", newline="") as fh:
+        export = {r["student_id"]: float(r["raw_score"]) for r in csv.DictReader(fh)}
+    assert export == {"alice": 12.0, "bob": 0.0}

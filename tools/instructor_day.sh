@@ -13,9 +13,8 @@ EX="$WORK/exchange"; mkdir -p "$EX"
 COURSE=w1d1-attention
 cd "$REPO"
 
-echo "== 1. generate the release from solutions/ and release it to the exchange"
-python -m autograder release
-nbgrader release_assignment w1d1 --Exchange.root="$EX" --force --quiet
+echo "== 1. release notebooks/w1d1 (kept in sync with solutions/ by \`make release\`) to the exchange"
+nbgrader release_assignment w1d1 --Exchange.root="$EX" --db="sqlite:///$WORK/release-gradebook.db" --force --quiet
 
 echo "== 2. students fetch, work and submit"
 for student in alice bob; do
@@ -28,7 +27,8 @@ for student in alice bob; do
 done
 
 echo "== 3. collect"
-nbgrader collect w1d1 --Exchange.root="$EX" --CourseDirectory.submitted_directory="$WORK/submitted" --quiet
+nbgrader collect w1d1 --Exchange.root="$EX" --db="sqlite:///$WORK/release-gradebook.db" \
+  --CourseDirectory.submitted_directory="$WORK/submitted" --quiet
 
 echo "== 4. grade the class (sandboxed, parallel)"
 python -m autograder grade "$WORK/submitted" --out "$WORK/grading" --jobs 2

@@ -1,32 +1,18 @@
 """Variants of notebook 06's answers (§A API)."""
 
-# The course-provided class of notebook 06 (a locked demo cell there); to_torch_mha needs it.
-MHA_CLASS = '''
-import math
-import torch
-from torch import nn
+from pathlib import Path
 
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_heads, bias=True):
-        super().__init__()
-        assert d_model % n_heads == 0
-        self.d_model, self.n_heads = d_model, n_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
-        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+import nbformat
 
-    def forward(self, x, mask=None, need_weights=False):
-        B, T, d = x.shape
-        h, dk = self.n_heads, d // self.n_heads
-        q, k, v = (W(x).view(B, T, h, dk).transpose(1, 2) for W in (self.W_q, self.W_k, self.W_v))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(dk)
-        if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
-        attn = scores.softmax(dim=-1)
-        y = self.W_o((attn @ v).transpose(1, 2).reshape(B, T, d))
-        return (y, attn) if need_weights else y
-'''
+
+def _course_mha_class():
+    """The course-provided MultiHeadAttention of notebook 06 (its locked demo cell): to_torch_mha needs it."""
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "solutions" / "w1d1" / "06_api.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "class MultiHeadAttention" in c.source)
+    return "import math\n" + cell.source + "\n"
+
+
+MHA_CLASS = _course_mha_class()
 
 SDPA = '''
 import torch

@@ -15,6 +15,14 @@ class Verdict:
 
 PASS = Verdict(True, "通过")
 
+# diagnoses of mask bugs, shared by every judge of masked attention
+MASK_MESSAGES = {
+    "inverted": "掩码的约定反了：课程里布尔掩码 True = 屏蔽（masked_fill 的约定），你屏蔽的是 False 的位置。",
+    "after_softmax": "掩码加在了 softmax 之后：把权重置 0 以后每行不再和为 1，未来位置仍通过分母泄露。"
+                     "掩码要在 softmax 之前，把被屏蔽的分数填成 -inf（或极小值）。",
+    "ignored": "没有用上掩码：被屏蔽的 key 仍然分到了注意力权重。",
+}
+
 
 def fail(message):
     return Verdict(False, message)

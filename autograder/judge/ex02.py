@@ -5,7 +5,7 @@ import numpy as np
 
 from autograder.kernel.ex02 import make_f
 
-from .core import PASS, compare, fail, fmt
+from .core import MASK_MESSAGES, PASS, compare, fail, fmt
 
 # ---------------------------------------------------------------------------------------------
 # references (with switches that reproduce the bugs)
@@ -86,15 +86,12 @@ FORWARD_BUGS = [
     ("缩放用错了维度：应除以 √d_k（Q、K 的最后一维），不是 √d_v（V 的最后一维）。",
      lambda c: _fwd(c, scale=1.0 / math.sqrt(c["V"].shape[-1]))),
     ("softmax 的方向不对：每个 query 的一行（对 key 那一维，axis=-1）归一化。", lambda c: _fwd(c, axis=-2)),
-    ("掩码加在了 softmax 之后：把权重置 0 以后每行不再和为 1。掩码要在 softmax 之前，把被屏蔽的分数填成 -inf。",
-     lambda c: _fwd(c, mask_mode="after")),
-    ("掩码约定反了：本课程里 mask 为 True 的位置是被屏蔽的（masked_fill 约定）。",
-     lambda c: _fwd(c, mask_mode="inverted")),
-    ("掩码约定反了：本课程里 mask 为 True 的位置是被屏蔽的（masked_fill 约定）。",
-     lambda c: _fwd(c, mask_mode="inverted_finite")),
+    (MASK_MESSAGES["after_softmax"], lambda c: _fwd(c, mask_mode="after")),
+    (MASK_MESSAGES["inverted"], lambda c: _fwd(c, mask_mode="inverted")),
+    (MASK_MESSAGES["inverted"], lambda c: _fwd(c, mask_mode="inverted_finite")),
     ("被屏蔽的分数填成了 0：0 并不会让 exp 变成 0。要填 -inf（或非常小的数）。",
      lambda c: _fwd(c, mask_mode="zero")),
-    ("没有用上 mask：被屏蔽的 key 仍然拿到了权重。", lambda c: _fwd(c, mask_mode="none")),
+    (MASK_MESSAGES["ignored"], lambda c: _fwd(c, mask_mode="none")),
 ]
 
 BATCH_HINT = ("\n提示：这个用例带批维（或 T ≠ S）。x.T 会把所有维度倒过来，只想交换最后两维时要用 "

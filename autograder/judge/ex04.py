@@ -5,7 +5,7 @@ module); for each realistic bug a function reproduces its output so a mismatch n
 """
 import numpy as np
 
-from .core import PASS, compare, fail, fmt
+from .core import MASK_MESSAGES, PASS, compare, fail, fmt
 
 # ---------------------------------------------------------------- split / merge
 
@@ -180,15 +180,12 @@ MHA_DIAGNOSES = [
      lambda c: mha_ref(c, scale="dmodel")),
     ("缺少缩放：分数要除以 √d_k。", lambda c: mha_ref(c, scale="none")),
     ("除以了 d_k 而不是 √d_k。", lambda c: mha_ref(c, scale="dk_lin")),
-    ("掩码的约定反了：课程里布尔掩码 True = 屏蔽（masked_fill 的约定），你屏蔽的是 False 的位置。",
-     lambda c: mha_ref(c, mask_mode="inverted")),
-    ("掩码的约定反了：课程里布尔掩码 True = 屏蔽（masked_fill 的约定），你屏蔽的是 False 的位置。",
-     lambda c: mha_ref(c, mask_mode="inverted_finite")),
-    ("掩码在 softmax 之后才置零：这样每行的权重和不再是 1。应在 softmax 之前把被屏蔽的分数填成 -inf（或极小值）。",
-     lambda c: mha_ref(c, mask_mode="after_softmax")),
+    (MASK_MESSAGES["inverted"], lambda c: mha_ref(c, mask_mode="inverted")),
+    (MASK_MESSAGES["inverted"], lambda c: mha_ref(c, mask_mode="inverted_finite")),
+    (MASK_MESSAGES["after_softmax"], lambda c: mha_ref(c, mask_mode="after_softmax")),
     ("掩码的行列方向反了：mask[..., i, j] 表示 query i 能否看 key j（行 = query，列 = key），不要转置掩码。",
      lambda c: mha_ref(c, mask_mode="transposed")),
-    ("没有用上掩码：被屏蔽的位置仍然分到了注意力权重。", lambda c: mha_ref(c, mask_mode="ignored")),
+    (MASK_MESSAGES["ignored"], lambda c: mha_ref(c, mask_mode="ignored")),
     ("缺少输出投影 W_o：拼接各头之后还要经过 self.W_o。", lambda c: mha_ref(c, wo=False)),
     ("softmax 的方向不对：应对每个 query 的所有 key 归一化，即最后一维 dim=-1。", lambda c: mha_ref(c, axis=-2)),
     (MSG_SPLIT_VIEW, lambda c: mha_ref(c, split="view", merge="no_transpose")),

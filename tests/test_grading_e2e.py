@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def graded(tmp_path_factory):
     subs = tmp_path_factory.mktemp("class")
     out = tmp_path_factory.mktemp("out")
-    gc.build(subs)
+    students = gc.build(subs)
     log = []
     grade(subs, out, jobs=2, timeout=30, seed=1234, log=log.append)
     with open(out / "grades.csv", newline="") as fh:
@@ -26,7 +26,7 @@ def graded(tmp_path_factory):
     scores = {}
     for student, _nb, gid, score, max_score in rows[1:]:
         scores.setdefault(student, {})[gid] = (float(score), float(max_score))
-    return {"out": out, "rows": rows, "scores": scores, "log": "\n".join(log)}
+    return {"out": out, "rows": rows, "scores": scores, "log": "\n".join(log), "students": set(students)}
 
 
 def exercise_score(scores, exercise):
@@ -64,7 +64,7 @@ def test_csv_contract(graded):
     per_student = {}
     for r in rows[1:]:
         per_student.setdefault(r[0], []).append(r[2])
-    assert set(per_student) == set(gc.build.__globals__["NB"] and per_student)  # every student has rows
+    assert set(per_student) == graded["students"]  # every student has rows
     for student, gids in per_student.items():
         assert sorted(gids) == sorted(ids), student
 
@@ -158,9 +158,8 @@ def test_parallel_grades_equal_serial(graded, tmp_path):
     subs.mkdir()
     for name in ("honest", "stub", "tamperer"):
         (subs / name).mkdir()
-        nbformat.write(gc.build.__globals__["nbformat"].read(
-            graded["out"] / "nbgrader" / "submitted" / name / "w1d1" / f"{gc.NB}.ipynb", as_version=4),
-            subs / name / f"{gc.NB}.ipynb")
+        submitted = graded["out"] / "nbgrader" / "submitted" / name / "w1d1" / f"{gc.NB}.ipynb"
+        nbformat.write(nbformat.read(submitted, as_version=4), subs / name / f"{gc.NB}.ipynb")
     rows = grade(subs, tmp_path / "out", jobs=1, timeout=30, seed=1234, log=lambda *_: None)
     serial = {(r[0], r[2]): r[3] for r in rows}
     parallel = {(r[0], r[2]): r[3] for r in graded["rows"][1:] if r[0] in ("honest", "stub")}
@@ -196,7 +195,7 @@ def test_malformed_renamed_and_unknown_files(tmp_path):
     for r in rows:
         by.setdefault(r[0], []).append(float(r[3]))
     assert by["broken"] and sum(by["broken"]) == 0
-    assert sum(by["renamed"]) == sum(float(m) for _, m in [(0, r[4]) for r in rows if r[0] == "renamed"])
+    assert sum(by["renamed"]) == sum(float(r[4]) for r in rows if r[0] == "renamed") > 0  # graded in full
     assert "unknown" not in by
     text = "\n".join(log)
     assert "无法读取" in text and "改了名" in text and "不是本次作业的笔记本" in text

@@ -73,3 +73,7 @@ def check(grade_id, hidden=False):
 
 class CheckFailed(AssertionError):
     """A check that did not pass; the message says why, in Chinese."""
+
+    def _render_traceback_(self):
+        # IPython shows these lines instead of a traceback through the checker's own code
+        return ["\x1b[1;31mCheckFailed：检查未通过\x1b[0m", str(self)]

@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8888
+NOTEBOOK_DIR ?= notebooks/w1d1
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 JOBS ?= 2
 SUBMISSIONS ?= data/demo_class
@@ -21,15 +22,21 @@ $(STAMP): requirements.txt
 	@$(PY) -c "import sysconfig, os; open(os.path.join(sysconfig.get_paths()['purelib'], 'w1d1_course.pth'), 'w').write(os.getcwd() + '\n')"
 	@touch $(STAMP)
 
-# bubblewrap confines student kernels while grading (Debian package).
+# Debian packages: bubblewrap confines student kernels while grading; chromium and a CJK font
+# let the browser tests drive JupyterLab and show its Chinese text.
+SYSTEM_PACKAGES := bubblewrap:bwrap chromium:chromium fonts-wqy-microhei:/usr/share/fonts/truetype/wqy/wqy-microhei.ttc
 system-deps:
-	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  (apt-get install -y -q bubblewrap >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null)); \
-	  else echo "bubblewrap (bwrap) is missing: install it to grade in a sandbox"; fi; }
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do f=$${p#*:}; { [ -e "$$f" ] || command -v "$$f" >/dev/null; } || echo $${p%%:*}; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages: $$missing"; \
+	    apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
+	  else echo "missing Debian packages (install them to grade in a sandbox and run the browser tests): $$missing"; fi; \
+	fi
 
 lab: venv
 	@echo "JupyterLab: http://127.0.0.1:$(PORT)/lab (the token is in the URL printed below)"
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks/w1d1 --ip=127.0.0.1 --port=$(PORT) --no-browser $(ROOT_FLAG)
+	$(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) --ip=127.0.0.1 --port=$(PORT) --no-browser $(ROOT_FLAG)
 
 test: venv system-deps
 	$(PY) -m pytest -q -n $(JOBS) tests

@@ -1,23 +1,16 @@
 """`make lab` serves JupyterLab: start the same command on a free port, fetch /lab, stop it."""
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.lab_browser import ROOT, free_port
 
 
 def test_make_lab_serves_jupyterlab(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "JUPYTER_TOKEN": "w1d1-test", "JUPYTER_RUNTIME_DIR": str(tmp_path),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.Popen(["make", "-s", "lab", f"PORT={port}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,

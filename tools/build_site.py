@@ -28,19 +28,30 @@ def title_of(nb, fallback):
     return fallback
 
 
+def execute_release(name):
+    """The student notebook as released, run top to bottom past its stub errors (no widget front-end)."""
+    src = RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb"
+    nb = nbformat.read(src, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(src.parent)}}).execute()
+    return nb
+
+
+def figure_cells(nb):
+    """Index of every cell that shows a figure, once per figure."""
+    return [i for i, c in enumerate(nb.cells) for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
 def build(out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     exporter = HTMLExporter()
     entries = []
     for name in available_notebooks():
-        src = RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb"
-        nb = nbformat.read(src, as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                       resources={"metadata": {"path": str(src.parent)}}).execute()
+        nb = execute_release(name)
         body, _ = exporter.from_notebook_node(nb)
         (out / f"{name}.html").write_text(body, encoding="utf-8")
-        figures = sum(1 for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
+        figures = len(figure_cells(nb))
         entries.append((name, title_of(nb, name), figures))
         print(f"{name}: {figures} 张图", file=sys.stderr)
     items = "\n".join(f'<li><a href="{n}.html">{html.escape(t)}</a>（{f} 张图）</li>' for n, t, f in entries)

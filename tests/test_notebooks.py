@@ -1,6 +1,8 @@
 """Every solution notebook runs top to bottom at home: no errors, every check passes, no glyph warnings,
-every figure fits the notebook's width, every explorer's draw function also works as a plain call."""
+every figure fits the notebook's width and labels its axes, every explorer's draw function also works
+as a plain call."""
 import base64
+import json
 import os
 import struct
 
@@ -23,6 +25,9 @@ def execute(path, cwd):
     nb = nbformat.read(path, as_version=4)
     calls = [call for c in nb.cells if c.cell_type == "code" for call in explorer_calls(c.source)]
     nb.cells += [nbformat.v4.new_code_cell(f"{call}\nplt.show()", metadata={"explorer_call": call}) for call in calls]
+    probe = nbformat.v4.new_code_cell("from tests import figure_probe\nfigure_probe.install()", metadata={"probe": 1})
+    report = nbformat.v4.new_code_cell("import json\nprint(json.dumps(figure_probe.UNLABELLED))", metadata={"probe": 1})
+    nb.cells = [probe] + nb.cells + [report]
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the figures
     NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(cwd)}},
                    allow_errors=True).execute()
@@ -32,9 +37,12 @@ def execute(path, cwd):
 @pytest.mark.parametrize("name", available_notebooks())
 def test_solution_notebook_runs_clean(name):
     nb = execute(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", SOURCE_DIR / ASSIGNMENT)
+    unlabelled = json.loads(nb.cells[-1].outputs[0].text)
+    assert unlabelled == [], f"{name}: axes without labels: {unlabelled}"
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or "probe" in cell.metadata:
             continue
+        i -= 1  # the index in the notebook, without the probe cell in front
         for out in cell.outputs:
             assert out.output_type != "error", f"cell {i}: {out.get('ename')}: {out.get('evalue')}"
             text = out.get("text", "")

@@ -31,7 +31,7 @@ LAB_SETTINGS = {
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook in front
 CELLS = f"{PANEL} .jp-Notebook .jp-Cell"
 IDLE = f'{PANEL} .jp-Notebook-ExecutionIndicator[data-status="idle"]'
-WAIT_MS = 60_000  # generous: the suite runs other jobs beside this one on two cores
+WAIT_MS = 180_000  # generous: the suite runs other jobs beside this one on two cores
 
 
 def ensure_chromium():

@@ -24,3 +24,29 @@ def test_independent_check_catches_a_wrong_gradient():
     assert ex02._independent_checks(case, {"out": good}) is None
     bad = {**good, "dK": good["dK"] * 1.01}
     assert ex02._independent_checks(case, {"out": bad}) is not None
+
+
+def _verdict_for(got, want):
+    """compare() on one case whose reference is `want` and whose student output is `got`."""
+    from autograder.judge.core import compare
+
+    results = [{"ok": True, "out": {"y": np.asarray(got)}}]
+    return compare([{"stage": "t"}], results, lambda case: {"y": np.asarray(want)}, ["y"])
+
+
+def test_a_wrong_answer_is_described_when_no_known_bug_matches():
+    g = np.random.default_rng(5)
+    want = g.normal(size=(4, 4))
+    cases = {
+        "全是 0": np.zeros_like(want),
+        "每个元素都等于 0.25": np.full_like(want, 0.25),
+        "转置": want.T,
+        "0.125 倍": want / 8,
+        "1 / 16 个元素不对，第一个在下标 [2, 3]": np.where(np.arange(16).reshape(4, 4) == 11, 7.0, want),
+    }
+    for expected, got in cases.items():
+        verdict = _verdict_for(got, want)
+        assert not verdict.passed and expected in verdict.message, (expected, verdict.message)
+    plain = _verdict_for(want + g.normal(size=want.shape), want)
+    assert not plain.passed and plain.message.startswith("【t】`y` 的数值与参考答案不一致。")
+    assert _verdict_for(want.copy(), want).passed

@@ -93,7 +93,7 @@ def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e
                 msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or "结果里出现了 NaN 或 inf。"
                 return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
             if not _close(got, exp, rtol, atol):
-                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or f"`{key}` 的数值与参考答案不一致。"
+                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or describe_mismatch(key, got, exp, rtol, atol)
                 return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
     return PASS
 
@@ -109,6 +109,28 @@ def _diagnose(case, out, keys, diagnoses, rtol, atol):
             if any(k in bug for k in keys):
                 return message
     return None
+
+
+def describe_mismatch(key, got, exp, rtol, atol):
+    """What a wrong numeric answer looks like, when no known bug of the exercise matches it."""
+    head = f"`{key}` 的数值与参考答案不一致"
+    if got.dtype.kind not in "fiu" or exp.dtype.kind not in "fiu" or got.size == 0:
+        return head + "。"
+    got, exp = got.astype(float), exp.astype(float)
+    if not np.any(got) and np.any(exp):
+        return head + "：你的结果全是 0——是不是返回了占位的 zeros，或者没有把算出的值写回去？"
+    if got.size > 1 and np.ptp(got) == 0 and np.ptp(exp) > 0:
+        return head + f"：你的结果每个元素都等于 {got.flat[0]:.4g}，没有随输入变化。"
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(np.swapaxes(got, -1, -2), exp, rtol, atol):
+        return head + "：它正好是参考答案的转置——检查哪一维是 query（行）、哪一维是 key（列）。"
+    scale = float(np.vdot(got, exp) / np.vdot(exp, exp)) if np.any(exp) else 0.0
+    if scale != 0 and not np.isclose(scale, 1) and _close(got, scale * exp, max(rtol, 1e-5), atol):
+        return head + f"：它是参考答案的 {scale:.4g} 倍，只差一个常数因子——检查缩放（如 1/√d_k）或归一化。"
+    wrong = ~np.isclose(got, exp, rtol=rtol, atol=atol)
+    if 0 < wrong.sum() <= max(1, wrong.size // 4):
+        first = tuple(int(i) for i in np.argwhere(wrong)[0])
+        return head + f"：{int(wrong.sum())} / {wrong.size} 个元素不对，第一个在下标 {list(first)}；其余都对——看看边界或特殊位置。"
+    return head + "。"
 
 
 def _want_got(key, exp, got, case, show):

@@ -1,8 +1,9 @@
 """The student notebooks in real JupyterLab, in headless Chromium (Playwright).
 
-Each released notebook: Run All (resuming after each stub error) draws exactly the figures that the
-kernel draws outside a browser, every one loads and fits the notebook's width, every exercise
-check stops on `NotImplementedError`, every explorer widget renders and redraws on a change.
+Each released notebook: one Run All reaches the last cell, draws exactly the figures that the kernel
+draws outside a browser, every one loads and fits the notebook's width; every exercise check shows
+the stub's `NotImplementedError` (and no checker traceback); every explorer widget renders and
+redraws on a change.
 Notebook 01: typed-in correct answers print their public pass messages, and nbgrader's Validate
 button fails the untouched notebook and passes the answered one. Screenshots: test-output/browser/.
 """
@@ -58,8 +59,8 @@ def test_notebook_runs_in_jupyterlab(lab, name):
     try:
         stops = nb.run_all()
         checks = public_check_cells(released.cells)
-        # every public check stops the run on the stub, and nothing else does
-        assert sorted(s for s in stops if s is not None) == sorted(checks), (stops, checks)
+        # a failing check (tagged raises-exception) shows its error and Run All goes on to the end
+        assert stops == [], f"{name}: Run All stopped after cells {stops}"
         for i, gid in checks.items():
             shown = nb.output_text(i)
             assert "NotImplementedError" in shown, f"{name}: check {gid} does not show the stub error"
@@ -142,7 +143,7 @@ def test_answers_pass_and_validate_in_jupyterlab(lab):
         for i, cell in answers.items():  # code and written answers
             nb.set_source(i, solution_code(cell))
         nb.render_markdown()
-        assert nb.run_all() == [], "a typed-in model answer still fails"
+        nb.run_all()
         for i, gid in checks.items():
             assert PASS_MESSAGE.format(gid) in nb.output_text(i), gid
 

@@ -22,9 +22,10 @@ $(STAMP): requirements.txt
 	@$(PY) -c "import sysconfig, os; open(os.path.join(sysconfig.get_paths()['purelib'], 'w1d1_course.pth'), 'w').write(os.getcwd() + '\n')"
 	@touch $(STAMP)
 
-# Debian packages: bubblewrap confines student kernels while grading; chromium and a CJK font
-# let the browser tests drive JupyterLab and show its Chinese text.
-SYSTEM_PACKAGES := bubblewrap:bwrap chromium:chromium fonts-wqy-microhei:/usr/share/fonts/truetype/wqy/wqy-microhei.ttc
+# Debian packages: bubblewrap confines student kernels while grading; chromium, a CJK and an emoji font
+# let the browser tests drive JupyterLab and show its Chinese text and ✅ marks.
+SYSTEM_PACKAGES := bubblewrap:bwrap chromium:chromium fonts-wqy-microhei:/usr/share/fonts/truetype/wqy/wqy-microhei.ttc \
+  fonts-noto-color-emoji:/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 system-deps:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do f=$${p#*:}; { [ -e "$$f" ] || command -v "$$f" >/dev/null; } || echo $${p%%:*}; done); \
 	if [ -n "$$missing" ]; then \

@@ -43,7 +43,7 @@ def ensure_chromium():
     with open("/tmp/w1d1-apt.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not CHROMIUM.exists():
-            cmd = ["apt-get", "install", "-y", "-q", "chromium", "fonts-wqy-microhei"]
+            cmd = ["apt-get", "install", "-y", "-q", "chromium", "fonts-wqy-microhei", "fonts-noto-color-emoji"]
             if subprocess.run(cmd, capture_output=True).returncode != 0:
                 subprocess.run(["apt-get", "update", "-q"], capture_output=True)
                 subprocess.run(cmd, capture_output=True)

@@ -39,10 +39,9 @@ def test_solution_notebook_runs_clean(name):
     nb = execute(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", SOURCE_DIR / ASSIGNMENT)
     unlabelled = json.loads(nb.cells[-1].outputs[0].text)
     assert unlabelled == [], f"{name}: axes without labels: {unlabelled}"
-    for i, cell in enumerate(nb.cells):
+    for i, cell in enumerate(nb.cells, start=-1):  # i: the index in the notebook, without the probe cell in front
         if cell.cell_type != "code" or "probe" in cell.metadata:
             continue
-        i -= 1  # the index in the notebook, without the probe cell in front
         for out in cell.outputs:
             assert out.output_type != "error", f"cell {i}: {out.get('ename')}: {out.get('evalue')}"
             text = out.get("text", "")
@@ -55,7 +54,7 @@ def test_solution_notebook_runs_clean(name):
         for grade_id, hidden in check_calls(cell.source):
             kind = "隐藏检查" if hidden else "公开检查"
             assert f"✅ {kind}通过：{grade_id}" in printed, f"{name}: {grade_id} ({kind}) did not pass"
-    for i, cell in enumerate(nb.cells):  # the static default stands in for the widget; the plain call draws too
+    for i, cell in enumerate(nb.cells, start=-1):  # the static default stands in for the widget; the plain call draws too
         if cell.cell_type == "code" and (explorer_calls(cell.source) or "explorer_call" in cell.metadata):
             assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"{name}: cell {i} drew no figure"
     figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))

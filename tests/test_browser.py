@@ -7,6 +7,7 @@ redraws on a change.
 Notebook 01: typed-in correct answers print their public pass messages, and nbgrader's Validate
 button fails the untouched notebook and passes the answered one. Screenshots: test-output/browser/.
 """
+import contextlib
 import re
 
 import nbformat
@@ -36,14 +37,21 @@ def lab(tmp_path_factory):
         browser.close()
 
 
+@contextlib.contextmanager
 def open_notebook(lab, name, folder):
-    """A fresh copy of released notebook `name` in its own folder, open in a new page."""
+    """A fresh copy of released notebook `name` in its own folder, open in a new page; a screenshot on failure."""
     base, browser, root = lab
     copy_notebooks(RELEASE_DIR / ASSIGNMENT, root / folder, {name})
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     nb = Notebook(page, base, f"{folder}/{name}.ipynb", SHOTS)
-    nb.open()
-    return nb
+    try:
+        nb.open()
+        yield nb
+    except BaseException:
+        nb.shot("failure")
+        raise
+    finally:
+        page.close()
 
 
 def public_check_cells(cells):
@@ -55,12 +63,11 @@ def public_check_cells(cells):
 def test_notebook_runs_in_jupyterlab(lab, name):
     released = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
     expected_figures = figure_cells(execute_release(name))
-    nb = open_notebook(lab, name, f"run-{name}")
-    try:
-        stops = nb.run_all()
+    with open_notebook(lab, name, f"run-{name}") as nb:
+        not_run = nb.run_all()
         checks = public_check_cells(released.cells)
         # a failing check (tagged raises-exception) shows its error and Run All goes on to the end
-        assert stops == [], f"{name}: Run All stopped after cells {stops}"
+        assert not_run == [], f"{name}: Run All stopped before cells {not_run}"
         for i, gid in checks.items():
             shown = nb.output_text(i)
             assert "NotImplementedError" in shown, f"{name}: check {gid} does not show the stub error"
@@ -79,11 +86,6 @@ def test_notebook_runs_in_jupyterlab(lab, name):
         explorers = [i for i, c in enumerate(released.cells) if c.cell_type == "code" and EXPLORER.search(c.source)]
         for i in explorers:
             assert_widget_reacts(nb, i)
-    except BaseException:
-        nb.shot("failure")
-        raise
-    finally:
-        nb.page.close()
 
 
 def assert_widget_reacts(nb, index):
@@ -92,11 +94,7 @@ def assert_widget_reacts(nb, index):
     box.wait_for(timeout=60_000)
     box.scroll_into_view_if_needed()
     figure = box.locator(".jp-OutputArea-output img")
-
-    def current():
-        return figure.first.get_attribute("src") if figure.count() else None
-
-    before = current()
+    before = figure.first.get_attribute("src") if figure.count() else None
     select = box.locator("select")
     if select.count():
         options = select.first.locator("option").all_inner_texts()
@@ -125,8 +123,7 @@ def test_answers_pass_and_validate_in_jupyterlab(lab):
     answers = {i: c for i, c in enumerate(solution.cells) if c.metadata.get("nbgrader", {}).get("solution")}
     code = {i: c for i, c in answers.items() if c.cell_type == "code"}
     checks = public_check_cells(solution.cells)
-    nb = open_notebook(lab, name, "answer")
-    try:
+    with open_notebook(lab, name, "answer") as nb:
         untouched = nb.validate()
         assert "Success" not in untouched and "NotImplementedError" in untouched, untouched[:500]
 
@@ -149,8 +146,3 @@ def test_answers_pass_and_validate_in_jupyterlab(lab):
 
         result = nb.validate()
         assert "Success! Your notebook passes all the tests." in result, result[:500]
-    except BaseException:
-        nb.shot("failure")
-        raise
-    finally:
-        nb.page.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .course import ASSIGNMENT, SOURCE_DIR, api, available_notebooks
 from .intake import read_submission, reset
-from .sandbox import SandboxUnavailable, probe
+from .sandbox import SandboxUnavailable, describe_limits, probe
 
 CSV_HEADER = ["student_id", "notebook", "grade_id", "score", "max_score"]
 
@@ -105,6 +105,7 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
             raise GradingError("!!! 无法建立沙箱（bubblewrap），拒绝评分：学生代码将能读取答案和成绩库。\n"
                                f"    原因：{exc}\n    安装 bubblewrap（apt-get install bubblewrap），"
                                "或确认风险后加 --no-sandbox。") from exc
+        log(describe_limits())
     else:
         log("!!! 警告：--no-sandbox —— 学生代码以评分者的权限运行，没有任何隔离。")
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed

@@ -18,6 +18,7 @@ from traitlets import Integer
 from . import provenance
 from .judge import judge_payload
 from .kernel import registry, wire
+from .kernel.cell_scope import grading_cells
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
@@ -32,31 +33,44 @@ def _stream(text):
 
 
 class SandboxedExecute(Execute):
-    """Execute in a confined kernel; a cell that hangs, kills its kernel or floods output costs
-    only itself: the kernel is restarted, the cells that worked are replayed, grading goes on."""
+    """Execute the grading cells (`grading_cells`: setup, answers, tests; demonstrations and the
+    student's own cells never run, so they cannot cost points) in a confined kernel. A cell that
+    hangs, kills its kernel or floods output costs only itself: the kernel is restarted, the cells
+    that worked are replayed, grading goes on. Every output counts toward the limits."""
 
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
+    max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s).").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
         self.interrupt_on_timeout = False  # a loop may swallow KeyboardInterrupt: restart instead
-        self._broken = set()
-        self._done = []
-        self._out_bytes = {}
-        self._started = None
+        self.store_widget_state = False    # widget state would land in the notebook, unbounded
+        self._reset()
+
+    def _reset(self):
+        self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
+        self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
 
     def preprocess(self, nb, resources=None, km=None):
-        self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
+        self._reset()
+        self._run = grading_cells(nb)
+        for i in self._run:
+            if utils.is_grade(nb.cells[i]) and not utils.is_solution(nb.cells[i]):
+                self._probes_allowed[i] = len(check_calls(nb.cells[i].source))
         return super().preprocess(nb, resources, km)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        if cell_index not in self._run:
+            cell.outputs, cell.execution_count = [], None
+            return cell
         if time.monotonic() - self._started > self.notebook_timeout:
             cell.outputs = [_error_output("未执行", f"整本笔记本超过了 {self.notebook_timeout} 秒的时间上限，这个单元格没有运行。")]
             return cell
+        self._current = cell_index
         try:
             result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             self._done.append(cell_index)
@@ -100,17 +114,42 @@ class SandboxedExecute(Execute):
             finally:
                 nb.cells[index] = original  # nbclient stores the executed cell back by index
 
+    def _is_probe(self, content, cell_index, size):
+        """A check's result: only in a test cell, only as many as it has checks, plain and small."""
+        data = content.get("data", {})
+        if set(data) != {wire.MIME, "text/plain"} or size > wire.MAX_PAYLOAD_BYTES + 4096:
+            return False
+        seen = self._probes.get(cell_index, 0)
+        if seen >= self._probes_allowed.get(cell_index, 0):
+            return False
+        self._probes[cell_index] = seen + 1
+        return True
+
+    def _admit(self, content, cell_index):
+        """Count one output against the cell's and the notebook's budgets; False when it is dropped.
+        A probe has a budget of its own (it never reaches the notebook: the verdict replaces it)."""
+        size = len(json.dumps(content, default=str))
+        if self._is_probe(content, cell_index, size):
+            return True
+        used = self._out_bytes.get(cell_index, 0) + size
+        if used > self.max_output_bytes or sum(self._out_bytes.values()) + size > self.max_notebook_output_bytes:
+            return False
+        self._out_bytes[cell_index] = used
+        return True
+
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
-        is_probe = wire.MIME in content.get("data", {})
-        size = len(json.dumps(content, default=str))
-        used = self._out_bytes.get(cell_index, 0) + (0 if is_probe else size)
-        self._out_bytes[cell_index] = used
-        if used > self.max_output_bytes and not is_probe:
-            if used - size <= self.max_output_bytes:
-                outs.append(_stream(f"\n…（输出超过 {self.max_output_bytes} 字节，其余部分已丢弃）\n"))
+        if not self._admit(content, cell_index):
+            if not any(o.get("name") == "stdout" and "其余部分已丢弃" in o.get("text", "") for o in outs):
+                outs.append(_stream(f"\n…（输出超过 {self.max_output_bytes} 字节或整本 "
+                                    f"{self.max_notebook_output_bytes} 字节，其余部分已丢弃）\n"))
             return None
         return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        # an update rewrites outputs already kept: it pays like a new output of the running cell
+        if self._current is not None and self._admit(msg.get("content", {}), self._current):
+            super()._update_display_id(display_id, msg)
 
 
 def check_calls(source):
@@ -156,14 +195,11 @@ def judge_cell(nb, cell, seed):
             return False, f"未知的练习 {grade_id}"
         problems = provenance.answer_problems(nb, grade_id, names)
         if problems:
-            return False, f"{grade_id}：导入或加载现成的实现不算作答——" + "；".join(problems) + "。"
+            return False, f"{grade_id}：" + "；".join(problems) + "。"
         mine = [p for p in payloads if isinstance(p, dict) and p.get("grade_id") == grade_id and bool(p.get("hidden")) == hidden]
         if len(mine) != 1 or len(payloads) != len(calls):
             return False, (f"{grade_id}（{kind}）没有得到可用的检查结果：单元格没有运行完"
                            "（前面的错误、超时或内核退出），或者输出被改动。")
-        problems = provenance.origin_problems(mine[0].get("origins", {}), names)
-        if problems:
-            return False, f"{grade_id}：" + "；".join(problems) + "。"
         verdict = judge_payload(mine[0], seed=seed)
         if not verdict.passed:
             return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}"

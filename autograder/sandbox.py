@@ -1,11 +1,19 @@
 """Confined student kernels: bubblewrap + resource limits, talking over unix sockets (ipc).
 
-Each kernel sees the Python environment read-only, the kernel side of the autograder read-only,
-its own submission folder (read-write) and nothing else: no solutions, no gradebook, no other
-student, no network. prlimit caps memory, CPU time, processes and file sizes.
+Each kernel sees the Python environment read-only, the kernel side of the autograder read-only
+(mounted at a neutral path), and a private working folder: a size-capped tmpfs filled with copies
+of the submission's regular files. Nothing the kernel writes there survives it, so the grader never
+reads or writes a file a kernel left behind. The companion script and the reference implementation
+are not visible at all: wherever the grader's Python would find them, the sandbox shows a stub.
+prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
+unprivileged uid of its own so the process cap holds.
 """
+import functools
+import importlib.util
 import os
+import random
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -17,7 +25,20 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
+KERNEL_ROOT = "/opt/w1d1"                 # the kernel side of the autograder, inside the sandbox
+HOME = "/home/student"
+WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
+INBOX = f"{HOME}/.submission"             # read-only copies the working folder is filled from
+HIDDEN_MODULES = ("w1day1_checks", "w1d1_attention")
+STUB_TEXT = '''"""评分时没有这个模块：答案必须自己实现。"""
+
+
+def __getattr__(name):
+    raise AttributeError(f"评分时 {__name__} 不可用（用到了 `{name}`）：答案必须在答案单元格里自己实现。")
+'''
+MAX_COPIED_FILE = 20 * 2**20
+NPROC = 256
+MB = 2**20
 
 
 class SandboxUnavailable(RuntimeError):
@@ -30,42 +51,195 @@ def _python_roots():
     return sorted(str(r) for r in roots if not str(r).startswith("/usr"))
 
 
-def bwrap_command(cmd, workdir, runtime_dir, *, memory_mb=3072, cpu_seconds=600, seed=0):
-    """Wrap a kernel command line in prlimit + bwrap."""
-    bwrap = shutil.which("bwrap")
-    prlimit = shutil.which("prlimit")
-    if not bwrap or not prlimit:
-        raise SandboxUnavailable("bubblewrap (bwrap) 或 prlimit 不可用")
-    args = [prlimit, f"--as={memory_mb * 2**20}", f"--cpu={cpu_seconds}", "--nproc=256",
-            f"--fsize={256 * 2**20}", "--core=0", "--",
-            bwrap, "--unshare-all", "--die-with-parent", "--new-session",
-            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-            "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+def hidden_paths():
+    """Files of the companion script / reference that the sandbox would otherwise show.
+
+    Computed in the grader's process: where its own import system finds those modules (an
+    installed copy in site-packages included) and their compiled caches next to them."""
+    found = set()
+    dirs = {p for p in sys.path if p and os.path.isdir(p)}
+    for name in HIDDEN_MODULES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            for p in (spec.origin, spec.cached):
+                if p and os.path.exists(p):
+                    found.add(os.path.realpath(p))
+            for loc in spec.submodule_search_locations or []:
+                found.add(os.path.realpath(loc))
+            if spec.origin and os.path.isfile(spec.origin):
+                dirs.add(os.path.dirname(spec.origin))
+    for d in dirs:
+        for name in HIDDEN_MODULES:
+            for p in [Path(d) / f"{name}.py", Path(d) / name]:
+                if p.exists():
+                    found.add(os.path.realpath(p))
+            cache = Path(d) / "__pycache__"
+            if cache.is_dir():
+                found.update(os.path.realpath(p) for p in cache.glob(f"{name}.*.pyc"))
+    roots = _python_roots() + ["/usr"]
+    return sorted(p for p in found if any(p == r or p.startswith(r + "/") for r in roots))
+
+
+def fill_inbox(source, inbox):
+    """Copy the submission folder's regular files (no links, no devices, no folders) into `inbox`;
+    the companion script and the reference become stubs. Returns the names copied."""
+    inbox = Path(inbox)
+    names = []
+    for entry in sorted(os.scandir(source), key=lambda e: e.name) if source and os.path.isdir(source) else []:
+        info = entry.stat(follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_COPIED_FILE:
+            continue
+        if Path(entry.name).stem in HIDDEN_MODULES:
+            continue
+        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as src, open(inbox / entry.name, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        names.append(entry.name)
+    for name in HIDDEN_MODULES:
+        (inbox / f"{name}.py").write_text(STUB_TEXT, encoding="utf-8")
+    for p in [inbox, *inbox.iterdir()]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return names
+
+
+class Limits:
+    """Resource limits of one kernel."""
+
+    def __init__(self, memory_mb=3072, cpu_seconds=600, tmp_mb=256, work_mb=256, shm_mb=64, file_mb=256):
+        self.memory_mb, self.cpu_seconds = memory_mb, cpu_seconds
+        self.tmp_mb, self.work_mb, self.shm_mb, self.file_mb = tmp_mb, work_mb, shm_mb, file_mb
+
+
+def _run_as_root():
+    return os.geteuid() == 0
+
+
+@functools.lru_cache(maxsize=1)
+def own_uid_works():
+    """As root: can bwrap start a sandbox that switches to an unprivileged uid? (needs mount namespaces)"""
+    if not _run_as_root():
+        return False
+    try:
+        cmd = bwrap_command(["/usr/bin/true"], None, None, Limits(cpu_seconds=10), own_uid=True)
+        return subprocess.run(cmd, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired, SandboxUnavailable):
+        return False
+
+
+def _tool(name):
+    path = shutil.which(name)
+    if not path:
+        raise SandboxUnavailable(f"找不到 {name}（bubblewrap、util-linux）")
+    return path
+
+
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, seed=0, own_uid=None, uid=None):
+    """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root)."""
+    limits = limits or Limits()
+    own_uid = own_uid_works() if own_uid is None else own_uid
+    args = [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
+            f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
+    if own_uid:  # privileged bwrap, no user namespace: the uid switch below is a real host uid
+        args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--unshare-all"]
+    args += ["--die-with-parent", "--new-session",
+             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+             "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+             "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.tmp_mb * MB), "--tmpfs", "/tmp",
+             "--perms", "1777", "--size", str(limits.shm_mb * MB), "--tmpfs", "/dev/shm",
+             "--perms", "0777", "--size", str(limits.work_mb * MB), "--tmpfs", WORKDIR]
     for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/fonts", "/etc/ssl/certs"):
         if os.path.exists(etc):
             args += ["--ro-bind", etc, etc]
     for root in _python_roots():
         args += ["--ro-bind", root, root]
-    # only the kernel side of the autograder: no judge, no references
+    stub = Path(inbox or tempfile.gettempdir()) / f"{HIDDEN_MODULES[0]}.py"
+    for path in hidden_paths():
+        if os.path.isdir(path):
+            args += ["--tmpfs", path]
+        else:
+            args += ["--ro-bind", str(stub) if stub.exists() else "/dev/null", path]
+    # only the kernel side of the autograder, at a path that says nothing about the grader's disk
     kernel_pkg = PACKAGE_DIR / "kernel"
-    args += ["--ro-bind", str(PACKAGE_DIR / "__init__.py"), str(PACKAGE_DIR / "__init__.py"),
-             "--ro-bind", str(kernel_pkg), str(kernel_pkg)]
-    args += ["--bind", str(runtime_dir), str(runtime_dir), "--bind", str(workdir), str(workdir),
-             "--chdir", str(workdir),
+    args += ["--ro-bind", str(PACKAGE_DIR / "__init__.py"), f"{KERNEL_ROOT}/autograder/__init__.py",
+             "--ro-bind", str(kernel_pkg), f"{KERNEL_ROOT}/autograder/kernel"]
+    if inbox is not None:
+        args += ["--ro-bind", str(inbox), INBOX]
+    if runtime_dir is not None:
+        args += ["--bind", str(runtime_dir), str(runtime_dir)]
+    args += ["--chdir", WORKDIR,
              "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "MPLBACKEND", "agg",
              "--setenv", "W1D1_GRADING", "1", "--setenv", "W1D1_SEED", str(seed),
-             "--setenv", "PYTHONPATH", str(REPO_ROOT), "--setenv", "OMP_NUM_THREADS", "1",
-             "--setenv", "JUPYTER_RUNTIME_DIR", str(runtime_dir),
+             "--setenv", "PYTHONPATH", KERNEL_ROOT, "--setenv", "OMP_NUM_THREADS", "1",
              "--unsetenv", "JPY_SESSION_NAME", "--unsetenv", "JPY_PARENT_PID",
              "--remount-ro", "/", "--"]
+    if runtime_dir is not None:
+        args[args.index("--unsetenv"):args.index("--unsetenv")] = ["--setenv", "JUPYTER_RUNTIME_DIR", str(runtime_dir)]
+    args = _with_parent_dirs(args)
+    if own_uid:
+        uid = uid or kernel_uid()
+        args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                 "--inh-caps=-all", "--bounding-set=-all", "--"]
+    if inbox is not None:  # fill the private working folder, then become the kernel
+        args += ["/bin/sh", "-c", f'cp -p {INBOX}/* . 2>/dev/null; exec "$@"', "sh"]
     return args + list(cmd)
+
+
+def _with_parent_dirs(args):
+    """Create every folder above a mount point as 0755 first: bwrap would make them 0700, which a
+    kernel under its own uid could not cross."""
+    dests = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("--ro-bind", "--bind"):
+            dests.append(args[i + 2])
+            i += 3
+        elif args[i] in ("--tmpfs", "--chdir"):
+            dests.append(args[i + 1])
+            i += 2
+        else:
+            i += 1
+    parents = []
+    for d in dests:
+        for parent in reversed(Path(d).parents):
+            if str(parent) not in ("/", "/usr", "/tmp", "/dev", "/proc", "/etc") and str(parent) not in parents:
+                parents.append(str(parent))
+    made = []
+    for p in parents:
+        made += ["--perms", "0755", "--dir", p]
+    start = args.index("--proc")
+    return args[:start] + made + args[start:]
+
+
+def kernel_uid():
+    """A uid of this kernel's own: the process cap counts per uid, so kernels never share it."""
+    return random.SystemRandom().randrange(200_000, 2**31 - 2)
+
+
+def describe_limits(limits=None):
+    """One line (Chinese) saying which limits are in force on this machine."""
+    limits = limits or Limits()
+    if not _run_as_root():
+        procs = f"进程数 ≤ {NPROC}（按本用户计）"
+    elif own_uid_works():
+        procs = f"进程数 ≤ {NPROC}（内核以独立的非 root uid 运行）"
+    else:
+        procs = "进程数上限不生效（root 且无法切换到非 root uid）"
+    return (f"沙箱限制：地址空间 {limits.memory_mb} MiB，CPU {limits.cpu_seconds} s，{procs}，"
+            f"/tmp {limits.tmp_mb} MiB，工作目录 {limits.work_mb} MiB，/dev/shm {limits.shm_mb} MiB，"
+            f"单个文件 {limits.file_mb} MiB；tmpfs 不计入地址空间，但三者总量固定；无网络。")
 
 
 def probe():
     """Raise SandboxUnavailable unless a confined python can start here."""
     try:
-        cmd = bwrap_command([sys.executable, "-c", "print('ok')"], Path.cwd(), Path("/tmp"), cpu_seconds=30)
+        cmd = bwrap_command([sys.executable, "-c", "print('ok')"], None, None, Limits(cpu_seconds=30))
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailable(str(exc)) from exc
@@ -92,10 +266,10 @@ class SandboxKernelManager(AsyncKernelManager):
             self.grader_seed = int(seed)
         if os.environ.get("W1D1_NO_SANDBOX") == "1":
             self.sandbox = False
-        # absolute, short socket paths in a folder of this kernel's own: the kernel's cwd is the
-        # submission folder, unix socket paths must stay under ~100 characters, and the sandbox
-        # binds only this folder (no other kernel's connection file is visible)
+        # absolute, short socket paths in a folder of this kernel's own: unix socket paths must stay
+        # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
+        self._inbox = None
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
@@ -104,12 +278,20 @@ class SandboxKernelManager(AsyncKernelManager):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
         if "-f" in cmd:  # the grader's python, quiet banner
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL"]
-        workdir = Path(kw.get("cwd") or os.getcwd()).resolve()
-        runtime_dir = Path(self.ip).parent
         env = dict(kw.get("env") or os.environ)
         if self.sandbox:
-            cmd = bwrap_command(cmd, workdir, runtime_dir, memory_mb=self.memory_mb,
-                                cpu_seconds=self.cpu_seconds, seed=self.grader_seed)
+            source = Path(kw.get("cwd") or os.getcwd()).resolve()
+            if self._inbox is None:
+                self._inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
+                fill_inbox(source, self._inbox)
+            uid = kernel_uid() if own_uid_works() else None
+            if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
+                for p in (self._socket_dir, Path(self.connection_file)):
+                    os.chown(p, uid, uid)
+            cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
+                                Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
+                                seed=self.grader_seed, own_uid=uid is not None, uid=uid)
+            kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
         else:
             env.update({"W1D1_GRADING": "1", "W1D1_SEED": str(self.grader_seed), "MPLBACKEND": "agg"})
         kw["env"] = env
@@ -119,5 +301,7 @@ class SandboxKernelManager(AsyncKernelManager):
         await super()._async_shutdown_kernel(now=now, restart=restart)
         if not restart:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
+            if self._inbox is not None:
+                shutil.rmtree(self._inbox, ignore_errors=True)
 
     shutdown_kernel = _async_shutdown_kernel

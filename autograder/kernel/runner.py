@@ -9,7 +9,7 @@ import sys
 import traceback
 import warnings
 
-from . import registry, wire
+from . import cell_scope, registry, wire
 
 MAX_ERROR_CHARS = 600
 
@@ -61,6 +61,8 @@ def check(grade_id, hidden=False):
         display({wire.MIME: wire.dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
         return None
     from autograder.judge import judge_payload
+
+    cell_scope.warn_outside(ns, registry.driver(grade_id).names)  # grading runs only setup/answer/test cells
 
     verdict = judge_payload(wire.loads(wire.dumps(payload)))  # same plain data the grader would see
     if not verdict.passed:

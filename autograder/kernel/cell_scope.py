@@ -1,0 +1,155 @@
+"""Which cells a grading kernel runs, and a warning at home when an answer leans on any other cell.
+
+Grading runs only the setup cell, the answer cells and the test cells (no demonstrations, none of
+the student's own cells). At home `check()` calls `warn_outside` so that an answer which uses a
+name defined elsewhere is told so before it loses points.
+"""
+import ast
+import builtins
+import dis
+import json
+import os
+import sys
+
+
+def _only_definitions(source):
+    """A course cell that only imports and defines (functions, classes): cheap, prints nothing."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return bool(body) and all(isinstance(node, kinds) for node in body)
+
+
+def grading_cells(nb):
+    """Indices of the cells a grading kernel runs: the first locked code cell of the course (setup),
+    locked course cells that only define things (a class the checks use, say), every answer cell
+    and every test cell. `nb` is a notebook node or the plain JSON dict."""
+    run, setup = set(), None
+    for i, cell in enumerate(nb["cells"]):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if not isinstance(meta, dict):
+            continue
+        if meta.get("solution") or meta.get("grade"):
+            run.add(i)
+        elif meta.get("locked") and setup is None:
+            setup = i
+        elif meta.get("locked") and _only_definitions(_source(cell)):
+            run.add(i)
+    return run | ({setup} if setup is not None else set())
+
+
+def _source(cell):
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def _bound_names(source):
+    """Every name a cell binds at top level (def, class, import, assignment, for, with, ...)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        tree = ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ImportError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Global):
+            names.update(node.names)
+    return names
+
+
+def names_in_grading_cells(nb):
+    cells = nb["cells"]
+    names = set()
+    for i in grading_cells(nb):
+        names |= _bound_names(_source(cells[i]))
+    return names
+
+
+def _codes(obj, depth=0):
+    """Code objects behind a definition: decorators unwrapped, methods of a class included."""
+    if depth > 5:
+        return []
+    for attr in ("__wrapped__", "pyfunc", "__func__"):
+        inner = getattr(obj, attr, None)
+        if inner is not None and inner is not obj:
+            return _codes(inner, depth + 1)
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return [code]
+    if isinstance(obj, type):
+        found = []
+        for value in vars(obj).values():
+            found += _codes(value, depth + 1)
+        return found
+    return []
+
+
+def _globals_used(code):
+    names = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"):
+                names.add(ins.argval)
+        stack += [k for k in c.co_consts if hasattr(k, "co_code")]
+    return names
+
+
+def used_globals(ns, names):
+    """Global names the definitions `names` reach in `ns`, following the student's own helpers."""
+    seen, todo = set(), [n for n in names if n in ns]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        obj = ns[name]
+        if getattr(obj, "__module__", None) not in ("__main__", None) and not isinstance(obj, type):
+            continue
+        for code in _codes(obj):
+            todo += [n for n in _globals_used(code) if n in ns and n not in seen]
+    return seen
+
+
+def _notebook(ns):
+    path = ns.get("__session__") or os.environ.get("JPY_SESSION_NAME")
+    if not path or not str(path).endswith(".ipynb") or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def outside_names(ns, names, nb):
+    """Names an answer uses that no setup/answer/test cell of `nb` defines."""
+    allowed = names_in_grading_cells(nb) | set(dir(builtins))
+    return sorted(n for n in used_globals(ns, names) if n not in allowed and not n.startswith("_"))
+
+
+def warn_outside(ns, names):
+    """At home: say which names of this answer would not exist while grading (silent if the
+    notebook file is unknown)."""
+    nb = _notebook(ns)
+    if nb is None:
+        return []
+    outside = outside_names(ns, names, nb)
+    if outside:
+        listed = "、".join(f"`{n}`" for n in outside)
+        print(f"⚠️ 你的答案用到了 {listed}，它们不是在准备单元格或答案单元格里定义的。评分时只运行准备单元格、"
+              "答案单元格和检查单元格，演示和你自己添加的单元格都不运行，这些名字将不存在、这道题会失分："
+              "把需要的定义写进答案单元格。", file=sys.stderr)
+    return outside

@@ -85,6 +85,15 @@ class SandboxedExecute(Execute):
 
     execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
 
+    async def async_start_new_kernel_client(self):
+        kc = await super().async_start_new_kernel_client()
+        lock = getattr(self.km, "lock_runtime_dir", None)
+        if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
+            lock()
+        return kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
     async def _fresh_kernel(self):
         """Kill the kernel and start a new one with a new client (new sockets)."""
         try:

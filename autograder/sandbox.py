@@ -192,29 +192,29 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, seed=0, own_uid=None,
 
 
 def _with_parent_dirs(args):
-    """Create every folder above a mount point as 0755 first: bwrap would make them 0700, which a
-    kernel under its own uid could not cross."""
-    dests = []
+    """Create the folders above each mount point as 0755 first (bwrap would make them 0700, which a
+    kernel under its own uid could not cross); folders inside an earlier mount already exist."""
+    out, mounted, made = [], [], set()
     i = 0
     while i < len(args):
-        if args[i] in ("--ro-bind", "--bind"):
-            dests.append(args[i + 2])
-            i += 3
-        elif args[i] in ("--tmpfs", "--chdir"):
-            dests.append(args[i + 1])
-            i += 2
-        else:
-            i += 1
-    parents = []
-    for d in dests:
-        for parent in reversed(Path(d).parents):
-            if str(parent) not in ("/", "/usr", "/tmp", "/dev", "/proc", "/etc") and str(parent) not in parents:
-                parents.append(str(parent))
-    made = []
-    for p in parents:
-        made += ["--perms", "0755", "--dir", p]
-    start = args.index("--proc")
-    return args[:start] + made + args[start:]
+        op = args[i]
+        width = 3 if op in ("--ro-bind", "--bind") else 2 if op in ("--tmpfs", "--proc", "--dev") else 0
+        if width:
+            dest = args[i + width - 1]
+            for parent in reversed(Path(dest).parents):
+                p = str(parent)
+                inside = any(p == m or p.startswith(m.rstrip("/") + "/") for m in mounted)
+                if not inside and p not in made and p != "/":
+                    made.add(p)
+                    at = len(out)
+                    while at >= 2 and out[at - 2] in ("--perms", "--size"):  # options of this mount
+                        at -= 2
+                    out[at:at] = ["--perms", "0755", "--dir", p]
+            if width == 3:  # a bind brings its folders along; a fresh tmpfs is empty
+                mounted.append(dest)
+        out.append(op)
+        i += 1
+    return out
 
 
 def kernel_uid():
@@ -296,6 +296,15 @@ class SandboxKernelManager(AsyncKernelManager):
             env.update({"W1D1_GRADING": "1", "W1D1_SEED": str(self.grader_seed), "MPLBACKEND": "agg"})
         kw["env"] = env
         return cmd, kw
+
+    def lock_runtime_dir(self):
+        """Once the kernel's sockets exist: its socket folder goes back to root, read-only for the
+        kernel's uid, so nothing more can be written to the grader's disk from inside."""
+        if self.sandbox and _run_as_root() and self._socket_dir.exists():
+            for p in [self._socket_dir, *self._socket_dir.iterdir()]:
+                if not p.is_symlink():
+                    os.chown(p, 0, 0)
+            self._socket_dir.chmod(0o755)
 
     async def _async_shutdown_kernel(self, now=False, restart=False):
         await super()._async_shutdown_kernel(now=now, restart=restart)

@@ -116,6 +116,11 @@ except RuntimeError:
     pass
 stop.set()
 print("THREADS", len(threads))
+try:
+    open(os.environ["JUPYTER_RUNTIME_DIR"] + "/fill", "w").write("x")
+    print("RUNTIME_WRITABLE")
+except OSError:
+    print("RUNTIME_BLOCKED")
 for where in ("/tmp", ".", "/dev/shm"):
     written = 0
     try:
@@ -256,6 +261,7 @@ def test_limits_hold_for_a_greedy_kernel(graded):
     assert found and found["PROCS"] < 300 and found["THREADS"] < 300, text[:500]
     filled = {w: int(n) for w, n in re.findall(r"FILLED (\S+) (\d+)", text)}
     assert filled["/tmp"] <= 256 and filled["."] <= 256 and filled["/dev/shm"] <= 64, filled
+    assert "RUNTIME_BLOCKED" in text and "RUNTIME_WRITABLE" not in text
     assert points(graded, "honest", "self_attention")[0] > 0
     assert "沙箱限制" in graded["log"]
 

@@ -17,22 +17,21 @@ def test_every_solution_answers_in_its_own_cell(name):
         assert provenance.answer_problems(nb, grade_id, registry.driver(grade_id).names) == [], grade_id
 
 
-@pytest.mark.parametrize("src,flagged", [
-    ("from w1d1_attention import softmax", True),
-    ("import importlib\nm = importlib.import_module('w1day1_checks')", True),
-    ("exec(open('x.py').read())", True),
-    ("sm = __import__('w1d1_attention').softmax", True),
-    ("%run helper.py", True),
-    ("!cat helper.py", True),
-    ("import numpy as np\ndef softmax(x, axis=-1):\n    return np.exp(x) / np.exp(x).sum(axis, keepdims=True)", False),
-    ("import torch, math\nfrom torch import nn", False),
+def _nb(answer):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(answer)
+    cell.metadata["nbgrader"] = {"solution": True, "grade_id": "softmax", "locked": False}
+    nb.cells = [cell]
+    return nb
+
+
+@pytest.mark.parametrize("src,answered", [
+    ("from w1d1_attention import softmax", False),
+    ("import w1day1_checks as w", False),
+    ("import numpy as np\ndef softmax(x, axis=-1):\n    return np.exp(x) / np.exp(x).sum(axis, keepdims=True)", True),
+    ("import functools, torch\n@functools.lru_cache\ndef _c(a):\n    return a\n@torch.no_grad()\n"
+     "def softmax(x, axis=-1):\n    return x", True),
+    ("%matplotlib inline\nsoftmax = lambda x, axis=-1: x", True),
 ])
-def test_violations(src, flagged):
-    assert bool(provenance.violations(src)) is flagged
-
-
-def test_origin_must_be_a_notebook_cell():
-    ok = {"softmax": {"module": "__main__", "file": "/tmp/ipykernel_12/3456.py"}}
-    assert provenance.origin_problems(ok, ["softmax"]) == []
-    bad = {"softmax": {"module": "helper", "file": "/sub/helper.py"}}
-    assert provenance.origin_problems(bad, ["softmax"])
+def test_the_answer_cell_defines_its_names(src, answered):
+    assert (provenance.answer_problems(_nb(src), "softmax", ["softmax"]) == []) is answered

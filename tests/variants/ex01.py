@@ -1,4 +1,5 @@
 """Variants of notebook 01's answers."""
+from tests.variants import decorated
 
 SOFTMAX = '''
 import numpy as np
@@ -166,3 +167,32 @@ def asymmetry(S):
         ],
     },
 }
+
+# decorators and methods named like builtins: correct styles (issue 11)
+VARIANTS["softmax"]["correct"] += [
+    decorated(SOFTMAX, "softmax"),
+    decorated(SOFTMAX, "softmax", "@torch.no_grad()"),
+    '''
+import functools
+import numpy as np
+
+
+@functools.lru_cache(maxsize=None)
+def _keep(axis):
+    return axis
+
+
+_exp = np.vectorize(np.exp, otypes=[float])
+
+
+def softmax(x, axis=-1):
+    z = x - np.max(x, axis=_keep(axis), keepdims=True)
+    e = _exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+''',
+]
+VARIANTS["self_attention"]["correct"] += [
+    "import re\nimport torch\n_PAT = re.compile('x')\n_net = torch.nn.Linear(2, 2).eval()\n_fast = torch.compile\n"
+    + SELF_ATTENTION,
+    decorated(SELF_ATTENTION, "self_attention", "@torch.no_grad()"),
+]

@@ -1,4 +1,5 @@
 """Variants of notebook 02's answers (§2)."""
+from tests.variants import decorated
 
 FORWARD = '''
 import numpy as np
@@ -402,3 +403,6 @@ def init_score_std(d, weight_bound, input_var=1.0):
         ],
     },
 }
+
+# decorated answers: correct styles (issue 11)
+VARIANTS["attention_forward"]["correct"] += [decorated(FORWARD, "attention_forward", "@torch.no_grad()")]

@@ -1,4 +1,5 @@
 """Variants of notebook 03's answers (§3 masks)."""
+from tests.variants import decorated
 
 CAUSAL = '''
 import torch
@@ -300,3 +301,7 @@ def safe_causal_attention(q, k, v, key_padding):
         ],
     },
 }
+
+# an lru_cache'd mask builder and a decorated answer: correct styles (issue 11)
+VARIANTS["causal_mask"]["correct"] += [decorated(CAUSAL, "causal_mask", "@functools.lru_cache(maxsize=None)")]
+VARIANTS["masked_softmax"]["correct"] += [decorated(MASKED_SOFTMAX, "masked_softmax")]

@@ -1,4 +1,5 @@
 """Variants of notebook 05's answers (§5 complexity)."""
+from tests.variants import decorated
 
 FLOPS = '''
 def mha_flops(T, d):
@@ -129,3 +130,7 @@ def generation_flops(T, d, kv_cache):
         ],
     },
 }
+
+# cached and decorated formulas: correct styles (issue 11)
+VARIANTS["flops"]["correct"] += [decorated(FLOPS, "mha_flops", "@functools.lru_cache(maxsize=None)")]
+VARIANTS["generation_flops"]["correct"] += [decorated(GENERATION, "generation_flops")]

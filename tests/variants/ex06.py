@@ -1,8 +1,9 @@
 """Variants of notebook 06's answers (§A API)."""
-
 from pathlib import Path
 
 import nbformat
+
+from tests.variants import decorated
 
 
 def _course_mha_class():
@@ -282,3 +283,7 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
         ],
     },
 }
+
+# decorated answers: correct styles (issue 11)
+VARIANTS["sdpa_attention"]["correct"] += [decorated(SDPA, "sdpa_attention")]
+VARIANTS["to_torch_mha"]["correct"] += [decorated(TO_TORCH, "to_torch_mha", "@torch.no_grad()")]

@@ -24,6 +24,8 @@ import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 
+from . import cgroup_limits
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 KERNEL_ROOT = "/opt/w1d1"                 # the kernel side of the autograder, inside the sandbox
 HOME = "/home/student"
@@ -231,9 +233,11 @@ def describe_limits(limits=None):
         procs = f"进程数 ≤ {NPROC}（内核以独立的非 root uid 运行）"
     else:
         procs = "进程数上限不生效（root 且无法切换到非 root uid）"
-    return (f"沙箱限制：地址空间 {limits.memory_mb} MiB，CPU {limits.cpu_seconds} s，{procs}，"
+    memory = (f"内存 ≤ {limits.memory_mb} MiB（cgroup，含 tmpfs 与共享内存）" if cgroup_limits.available()
+              else "内存的 cgroup 上限不生效（本机不允许），tmpfs 不计入地址空间，但三者大小固定")
+    return (f"沙箱限制：地址空间 {limits.memory_mb} MiB，{memory}，CPU {limits.cpu_seconds} s，{procs}，"
             f"/tmp {limits.tmp_mb} MiB，工作目录 {limits.work_mb} MiB，/dev/shm {limits.shm_mb} MiB，"
-            f"单个文件 {limits.file_mb} MiB；tmpfs 不计入地址空间，但三者总量固定；无网络。")
+            f"单个文件 {limits.file_mb} MiB；无网络。")
 
 
 def probe():
@@ -269,7 +273,7 @@ class SandboxKernelManager(AsyncKernelManager):
         # absolute, short socket paths in a folder of this kernel's own: unix socket paths must stay
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
-        self._inbox = None
+        self._inbox = self._cgroup = None
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
@@ -291,6 +295,9 @@ class SandboxKernelManager(AsyncKernelManager):
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
                                 Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
                                 seed=self.grader_seed, own_uid=uid is not None, uid=uid)
+            self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
+            if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
+                cmd = self._cgroup.wrap(cmd)
             kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
         else:
             env.update({"W1D1_GRADING": "1", "W1D1_SEED": str(self.grader_seed), "MPLBACKEND": "agg"})
@@ -312,5 +319,8 @@ class SandboxKernelManager(AsyncKernelManager):
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             if self._inbox is not None:
                 shutil.rmtree(self._inbox, ignore_errors=True)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
 
     shutdown_kernel = _async_shutdown_kernel

@@ -67,7 +67,8 @@ def build(root):
     put("honest", solved())
     put("stub", release_nb())
     # patch comparison functions, the checks, IPython's traceback display; wrong answer
-    put("patcher", added(solved(softmax=WRONG_SOFTMAX), "softmax", """
+    # (answer cells run while grading; the student's own cells do not)
+    put("patcher", solved(softmax=WRONG_SOFTMAX + """
 import numpy as np, sys, builtins
 np.allclose = lambda *a, **k: True
 np.testing.assert_allclose = lambda *a, **k: None
@@ -103,7 +104,7 @@ def softmax(x, axis=-1):
     return np.asarray(x)
 """), extra_files={"helper.py": _answers()["softmax"]})
     # reading solutions / gradebook, writing outside, network
-    put("snoop", added(solved(), "softmax", f"""
+    put("snoop", solved(softmax=_answers()["softmax"] + f"""
 import os, glob
 found = []
 for pattern in ["/work/*/solutions/*.py", "/work/*/gradebook.db", "/root/*", "/work/*/*/gradebook.db",
@@ -136,8 +137,9 @@ while True:
     put("exiter", solved(score_diagnostics=_answers()["score_diagnostics"].replace(
         "def asymmetry(S):\n", "def asymmetry(S):\n    import os; os._exit(3)\n")))
     # floods output, exhausts memory
-    put("flooder", added(added(solved(), "softmax", "for i in range(200_000):\n    print('flood' * 20)"),
-                         "test_softmax", "import numpy as np\nbig = np.ones((1 << 34,), dtype=np.uint8)\nbig[::4096] = 2"))
+    put("flooder", solved(softmax=_answers()["softmax"] + "for i in range(200_000):\n    print('flood' * 20)",
+                          self_attention=_answers()["self_attention"]
+                          + "import numpy as np\nbig = np.ones((1 << 34,), dtype=np.uint8)\nbig[::4096] = 2"))
     # tampered test cells: deleted, edited, duplicated, retyped
     nb = solved(softmax=WRONG_SOFTMAX)
     cell(nb, "test_self_attention").source = "print('passed')"

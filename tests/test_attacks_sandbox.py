@@ -313,3 +313,25 @@ def test_limits_are_stated_at_start():
         assert sandbox.own_uid_works(), "as root the kernel must get a uid of its own"
         assert "非 root uid" in line
 
+
+
+def test_memory_cap_counts_tmpfs_where_the_machine_allows(tmp_path):
+    """150 MB in /tmp plus 100 MB of Python objects pass the address-space limit; a cgroup of 200 MB
+    counts both and stops the kernel. Where no cgroup can be made, the start-up line says so."""
+    from autograder import cgroup_limits
+
+    if not cgroup_limits.available():
+        assert "不生效" in sandbox.describe_limits()
+        return
+    group = cgroup_limits.MemoryCgroup.create(200 * 2**20)
+    hog = ("open('/tmp/fill', 'wb').write(b'x' * (150 << 20)); b = bytearray(100 << 20); "
+           "b[::4096] = b'y' * len(b[::4096]); print('SURVIVED')")
+    try:
+        cmd = group.wrap(sandbox.bwrap_command([sys.executable, "-c", hog], None, None))
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    finally:
+        group.remove()
+    assert "SURVIVED" not in run.stdout and run.returncode != 0
+    free = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", hog], None, None),
+                          capture_output=True, text=True, timeout=120)
+    assert "SURVIVED" in free.stdout  # the same program fits the other limits: the cgroup made the difference

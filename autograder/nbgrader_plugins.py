@@ -52,6 +52,7 @@ class SandboxedExecute(Execute):
     def _reset(self):
         self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
+        self._replaying = False
 
     def preprocess(self, nb, resources=None, km=None):
         self._reset()
@@ -111,6 +112,13 @@ class SandboxedExecute(Execute):
         self.log.warning("fresh kernel after a failed cell; replaying %d cells", len(self._done))
         await self._fresh_kernel()
         nb = self.nb
+        self._replaying = True  # replayed outputs are thrown away: they are neither kept nor counted
+        try:
+            await self._replay(nb)
+        finally:
+            self._replaying = False
+
+    async def _replay(self, nb):
         for index in list(self._done):
             original = nb.cells[index]
             shadow = NotebookNode(cell_type="code", source=original.source, metadata=NotebookNode(),
@@ -147,6 +155,8 @@ class SandboxedExecute(Execute):
         return True
 
     def output(self, outs, msg, display_id, cell_index):
+        if self._replaying:
+            return None
         content = msg.get("content", {})
         if not self._admit(content, cell_index):
             if not any(o.get("name") == "stdout" and "其余部分已丢弃" in o.get("text", "") for o in outs):
@@ -157,7 +167,7 @@ class SandboxedExecute(Execute):
 
     def _update_display_id(self, display_id, msg):
         # an update rewrites outputs already kept: it pays like a new output of the running cell
-        if self._current is not None and self._admit(msg.get("content", {}), self._current):
+        if not self._replaying and self._current is not None and self._admit(msg.get("content", {}), self._current):
             super()._update_display_id(display_id, msg)
 
 

@@ -53,3 +53,19 @@ def test_names_from_other_cells_are_warned_about(tmp_path, capsys):
     # no notebook known: silent
     del ns["__session__"]
     assert cell_scope.warn_outside(ns, ["softmax"]) == []
+
+
+@pytest.mark.parametrize("name", available_notebooks())
+def test_solutions_use_only_names_of_grading_cells(name):
+    """The reference answers would draw no home warning: every global they load is defined by a
+    cell that grading runs (or is a builtin)."""
+    import builtins
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
+    allowed = cell_scope.names_in_grading_cells(nb) | set(dir(builtins))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            code = compile(TransformerManager().transform_cell(cell.source), "<answer>", "exec")
+            assert cell_scope._globals_used(code) - allowed == set(), cell.metadata["nbgrader"]["grade_id"]

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+import weakref
 from pathlib import Path
 
 import zmq
@@ -251,6 +252,16 @@ def probe():
         raise SandboxUnavailable(out.stderr.strip()[-500:] or f"exit {out.returncode}")
 
 
+def _remove_all(leftovers):
+    """Folders and cgroups of one kernel manager (also when its kernel never started)."""
+    while leftovers:
+        item = leftovers.pop()
+        if isinstance(item, Path):
+            shutil.rmtree(item, ignore_errors=True)
+        else:
+            item.remove()
+
+
 class SandboxKernelManager(AsyncKernelManager):
     """A kernel manager whose kernels run inside bwrap, over ipc sockets (no network needed)."""
 
@@ -274,6 +285,8 @@ class SandboxKernelManager(AsyncKernelManager):
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
         self._inbox = self._cgroup = None
+        self._leftovers = [runtime]
+        weakref.finalize(self, _remove_all, self._leftovers)  # a kernel that failed to start leaves nothing
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
@@ -287,6 +300,7 @@ class SandboxKernelManager(AsyncKernelManager):
             source = Path(kw.get("cwd") or os.getcwd()).resolve()
             if self._inbox is None:
                 self._inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
+                self._leftovers.append(self._inbox)
                 fill_inbox(source, self._inbox)
             uid = kernel_uid() if own_uid_works() else None
             if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
@@ -297,6 +311,7 @@ class SandboxKernelManager(AsyncKernelManager):
                                 seed=self.grader_seed, own_uid=uid is not None, uid=uid)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
+                self._leftovers.append(self._cgroup)
                 cmd = self._cgroup.wrap(cmd)
             kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
         else:
@@ -315,12 +330,11 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _async_shutdown_kernel(self, now=False, restart=False):
         await super()._async_shutdown_kernel(now=now, restart=restart)
-        if not restart:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            if self._inbox is not None:
-                shutil.rmtree(self._inbox, ignore_errors=True)
         if self._cgroup is not None:
+            self._leftovers.remove(self._cgroup)
             self._cgroup.remove()
             self._cgroup = None
+        if not restart:
+            _remove_all(self._leftovers)
 
     shutdown_kernel = _async_shutdown_kernel

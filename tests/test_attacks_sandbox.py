@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -335,3 +336,17 @@ def test_memory_cap_counts_tmpfs_where_the_machine_allows(tmp_path):
     free = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", hog], None, None),
                           capture_output=True, text=True, timeout=120)
     assert "SURVIVED" in free.stdout  # the same program fits the other limits: the cgroup made the difference
+
+
+def test_a_kernel_manager_leaves_no_folders(tmp_path, monkeypatch):
+    """Socket folder and copies go away with the manager, also when its kernel never started."""
+    import gc as garbage
+
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    km = sandbox.SandboxKernelManager()
+    inbox = Path(sandbox.tempfile.mkdtemp(prefix="w1d1in-"))
+    km._leftovers.append(inbox)
+    assert sorted(p.name[:6] for p in tmp_path.iterdir()) == ["w1d1in", "w1d1k-"]
+    del km
+    garbage.collect()
+    assert list(tmp_path.iterdir()) == []

@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR, available_notebooks
+from autograder.grade import _test_cells
 from autograder.release import generate
 
 
@@ -58,3 +59,28 @@ def test_sources_stored_clean_with_stable_ids(path):
             assert c["outputs"] == [] and c["execution_count"] is None
     grade_ids = [c["metadata"]["nbgrader"]["grade_id"] for c in raw["cells"] if "nbgrader" in c["metadata"]]
     assert len(set(grade_ids)) == len(grade_ids)
+
+
+def _weights_table():
+    """The (notebook, exercise) -> (public, hidden) points of docs/AUTHORING.md's table."""
+    table = {}
+    for line in (SOURCE_DIR.parent / "docs" / "AUTHORING.md").read_text().splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 4 and cols[1].startswith("`") and "+" in cols[2]:
+            pub, hid = (int(x) for x in cols[2].split("+"))
+            table[(cols[0], cols[1].strip("`"))] = (pub, hid)
+    return table
+
+
+def test_points_follow_the_authoring_table():
+    table = _weights_table()
+    got = {}
+    for name in available_notebooks():
+        for grade_id, points in _test_cells(name):
+            exercise = grade_id[len("test_"):].split("__")[0]
+            pub, hid = got.get((name[:2], exercise), (0, 0))
+            got[(name[:2], exercise)] = (pub, hid + points) if "__hidden" in grade_id else (pub + points, hid)
+    assert got == table
+    # the two-hour hand-written MHA outweighs every one-line exercise, and the backward pass outweighs softmax
+    assert sum(table[("04", "mha")]) > 2 * sum(table[("01", "softmax")])
+    assert sum(table[("02", "attention_backward")]) > sum(table[("01", "softmax")])

@@ -84,3 +84,21 @@ def test_points_follow_the_authoring_table():
     # the two-hour hand-written MHA outweighs every one-line exercise, and the backward pass outweighs softmax
     assert sum(table[("04", "mha")]) > 2 * sum(table[("01", "softmax")])
     assert sum(table[("02", "attention_backward")]) > sum(table[("01", "softmax")])
+
+
+def test_points_stated_in_headings_match_the_metadata():
+    """A heading "（a + b 分）" states the public + hidden points of the exercise that follows it."""
+    import re
+    for name in available_notebooks():
+        nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
+        stated = None
+        for c in nb.cells:
+            found = re.search(r"（(\d+) \+ (\d+) 分）", c.source) if c.cell_type == "markdown" else None
+            if found:
+                stated = (int(found[1]), int(found[2]))
+            meta = c.metadata.get("nbgrader", {})
+            if stated and meta.get("grade") and c.cell_type == "code":
+                want = stated[1] if meta["grade_id"].endswith("__hidden") else stated[0]
+                assert meta["points"] == want, (name, meta["grade_id"])
+                if meta["grade_id"].endswith("__hidden"):
+                    stated = None

@@ -199,6 +199,13 @@ def masked_softmax(scores, mask):
     e = torch.exp(z - z.amax(dim=-1, keepdim=True)) * keep
     return e / e.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)
 ''',
+            # -inf by masked_fill, NaN rows wiped afterwards: masked_fill's backward zeroes the blocked
+            # entries, so the NaN of a fully blocked row never reaches the scores' gradient (03 shows it)
+            '''
+import torch
+def masked_softmax(scores, mask):
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1).nan_to_num(0.0)
+''',
             # additive finfo.min mask: fully blocked rows uniform, grads finite
             '''
 import torch

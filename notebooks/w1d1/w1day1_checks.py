@@ -29,7 +29,6 @@ __all__ = [
     "GROUPS",
     "attention",
     "attention_backward",
-    "attention_flop_share",
     "attention_matrix_gib",
     "build_mha_weights",
     "causal_mask",
@@ -38,6 +37,7 @@ __all__ = [
     "mha_flops_formula",
     "mha_flops_from_shapes",
     "mha_param_count",
+    "quadratic_flop_share_from_shapes",
     "numerical_grad",
     "rank_collapse_curves",
     "rank_collapse_metric",
@@ -395,9 +395,11 @@ def mha_flops_formula(T: int, d: int) -> int:
     return 8 * T * d * d + 4 * T * T * d
 
 
-def attention_flop_share(T: int, d: int) -> float:
-    """T^2 项的占比 4T^2 d / (8Td^2 + 4T^2 d) = T / (T + 2d)。"""
-    return 4 * T * T * d / mha_flops_formula(T, d)
+def quadratic_flop_share_from_shapes(T: int, d: int, h: int = 1) -> float:
+    """按形状逐项数：每个头的 QK^T 与 AV（随 T^2 增长的矩阵乘）占一层 MHA 全部 FLOPs 的比例。"""
+    dk = d // h
+    quadratic = h * (2 * T * dk * T + 2 * T * T * dk)
+    return quadratic / mha_flops_from_shapes(T, d, h)
 
 
 def build_mha_weights(d: int, h: int) -> dict[str, list[np.ndarray] | np.ndarray]:
@@ -744,7 +746,7 @@ def group9() -> dict:
     shares = []
     print("  d      T      注意力（T^2 项）占比")
     for d, T, text in _G9_SHARES:
-        got = f"{100 * attention_flop_share(T, d):.1f}"
+        got = f"{100 * quadratic_flop_share_from_shapes(T, d):.1f}"
         shares.append({"d": d, "T": T, "share_pct": got, "text": text})
         show(f"d={d:<5d} T={T:<6d}", got + "%", text + "%")
     cross = [d for d in (64, 768, 4096) if 8 * (2 * d) * d * d == 4 * (2 * d) ** 2 * d]

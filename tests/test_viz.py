@@ -131,3 +131,27 @@ def test_band_draws_the_median_and_the_range(viz):
     assert np.allclose(line.get_ydata(), [2.0, 4.0])
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() == 1.0 and band.max() == 6.0
+
+
+def test_measure_warms_up_and_repeats(viz):
+    calls = []
+    t = viz.measure(lambda: calls.append(1), repeat=5, warmup=2)
+    assert len(calls) == 7 and len(t.samples) == 5
+    assert t.best <= t.median
+    t = viz.measure(lambda: None, repeat=2, min_time=1.0, max_repeat=9)
+    assert len(t.samples) == 9          # min_time not reached: stops at max_repeat
+
+
+def test_unusable_timings_are_named(viz, capsys):
+    steady = viz.Timing([1.0, 1.01, 1.02, 1.0, 1.01])
+    busy = viz.Timing([1.0, 3.0, 2.5, 4.0, 2.2])       # median 2.5x the minimum
+    short = viz.Timing([1.0, 1.0])
+    assert viz.timing_problems({"steady": steady}) == []
+    problems = viz.timing_problems({"steady": steady, "busy": busy, "short": short})
+    assert len(problems) == 2 and problems[0].startswith("busy") and "2 次" in problems[1]
+    assert viz.spread_problem("ratio", [2.9, 3.0, 3.1], 1.5) is None
+    assert "0.01" in viz.spread_problem("ratio", [0.01, 5.22, 276.42], 1.5)
+    assert viz.unusable([None]) is False and capsys.readouterr().out == ""
+    assert viz.unusable(problems) is True
+    out = capsys.readouterr().out
+    assert "不可用" in out and "busy" in out and "不做解读" in out

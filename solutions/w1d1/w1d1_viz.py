@@ -5,9 +5,12 @@
 - `heatmap` draws an attention matrix with tokens on both axes and a colour bar.
 - `seed_stats` reports median and range of a random quantity over several seeds; `band` plots
   such per-seed runs as a median line with a min–max band.
+- `measure` times a function robustly (warm-up, several repeats, minimum); `timing_problems` and
+  `spread_problem` say when a measurement on a busy machine is unusable, `unusable` prints why.
 - `explorer` shows a static default figure and, where ipywidgets has a front-end, the controls.
 """
 import inspect
+import time
 import warnings
 from functools import lru_cache
 
@@ -90,6 +93,83 @@ def fmt_stats(values, fmt="{:.3g}"):
     """'median [min, max] (n seeds)' for printing beside the course text's figure."""
     med, lo, hi = seed_stats(values)
     return f"{fmt.format(med)} [{fmt.format(lo)}, {fmt.format(hi)}]（{len(values)} 个种子）"
+
+
+MIN_REPEATS = 5      # fewer timed calls than this: no statistic to trust
+MAX_NOISE = 0.5      # median more than 50 % above the minimum: the machine was busy while timing
+
+
+class Timing:
+    """Wall-clock samples (seconds) of one function; `best` (the minimum) is the robust statistic:
+    interference from other processes only ever makes a call slower."""
+
+    def __init__(self, samples):
+        self.samples = np.asarray(samples, dtype=float)
+
+    @property
+    def best(self):
+        return float(self.samples.min())
+
+    @property
+    def median(self):
+        return float(np.median(self.samples))
+
+    @property
+    def noise(self):
+        """How much slower the typical call was than the best one: median / min - 1."""
+        return self.median / self.best - 1.0
+
+
+def measure(fn, repeat=MIN_REPEATS, warmup=1, min_time=0.0, max_repeat=50, sync=None):
+    """Time fn(): `warmup` untimed calls, then at least `repeat` timed calls, more until `min_time`
+    seconds are spent (at most `max_repeat`). `sync` (e.g. torch.cuda.synchronize) runs after each call."""
+    for _ in range(warmup):
+        fn()
+        if sync:
+            sync()
+    samples, spent = [], 0.0
+    while len(samples) < repeat or (spent < min_time and len(samples) < max_repeat):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        samples.append(time.perf_counter() - t0)
+        spent += samples[-1]
+    return Timing(samples)
+
+
+def timing_problems(timings, min_repeats=MIN_REPEATS, max_noise=MAX_NOISE):
+    """Why these measurements cannot be interpreted: {name: Timing} -> list of Chinese reasons (empty: usable)."""
+    problems = []
+    for name, t in timings.items():
+        if len(t.samples) < min_repeats:
+            problems.append(f"{name}：只计时了 {len(t.samples)} 次（至少要 {min_repeats} 次）")
+        elif t.noise > max_noise:
+            problems.append(f"{name}：中位数比最小值慢 {100 * t.noise:.0f}%（上限 {100 * max_noise:.0f}%），计时时机器很忙")
+    return problems
+
+
+def spread_problem(name, values, max_ratio):
+    """A reason (str) when per-seed estimates of one quantity spread wider than max / min = max_ratio, else None."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = float(v.min()), float(v.max())
+    if lo <= 0 or hi / lo > max_ratio:
+        return f"{name}：各种子的值从 {lo:.3g} 到 {hi:.3g}（最大/最小超过 {max_ratio:g}）"
+    return None
+
+
+def unusable(problems, limit=4):
+    """Print the reasons and return True when there are any: the caller then skips its interpretation."""
+    problems = [p for p in problems if p]
+    if not problems:
+        return False
+    print(f"⚠ 这次测量不可用，下面不做解读（{len(problems)} 处）：")
+    for p in problems[:limit]:
+        print("   -", p)
+    if len(problems) > limit:
+        print(f"   - 另有 {len(problems) - limit} 处")
+    print("  多半是别的程序同时在用 CPU。关掉它们、等机器空闲后重新运行这个单元格。")
+    return True
 
 
 def band(ax, x, runs, label=None, color=None, **kwargs):

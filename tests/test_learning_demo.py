@@ -1,0 +1,56 @@
+"""Notebook 04's ungraded "attention that learns" demo: it trains the student's MultiHeadAttention when that
+behaves like one, the course's stand-in otherwise, and its printed claims hold for the stand-in too."""
+import contextlib
+import io
+
+import matplotlib
+import nbformat
+import pytest
+
+from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+
+matplotlib.use("Agg")
+
+
+def _cells(folder, *ids):
+    nb = nbformat.read(folder / ASSIGNMENT / "04_multihead.ipynb", as_version=4)
+    by_id = {c.id: c.source for c in nb.cells}
+    return [by_id[i] for i in ids]
+
+
+@pytest.fixture
+def namespace(monkeypatch):
+    monkeypatch.chdir(SOURCE_DIR / ASSIGNMENT)
+    monkeypatch.syspath_prepend(str(SOURCE_DIR / ASSIGNMENT))
+    ns = {"__name__": "__main__"}
+    exec(_cells(SOURCE_DIR, "c002")[0], ns)
+    return ns
+
+
+def run(ns, src):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(src, ns)
+    return out.getvalue()
+
+
+def test_unfinished_exercise_falls_back_and_the_claims_hold(namespace):
+    stub, setup, train = _cells(RELEASE_DIR, "mha", "learn-setup", "learn-train")   # the student's release
+    assert "raise NotImplementedError()" in stub
+    run(namespace, stub)
+    printed = run(namespace, setup)
+    assert "还没有写完" in printed and "改用课程的版本" in printed
+    assert namespace["MHA_LEARN"] is namespace["CourseMHA"]
+    printed = run(namespace, train)
+    assert "头学到的（4 个种子都成立）" in printed, printed
+
+
+def test_a_broken_attention_is_not_trained(namespace):
+    solution, setup = _cells(SOURCE_DIR, "mha", "learn-setup")
+    run(namespace, solution)
+    assert "这一节用你的 MultiHeadAttention" in run(namespace, setup)
+    broken = solution.replace("att.softmax(dim=-1)", "att.softmax(dim=-2)")   # normalises over the queries
+    assert broken != solution
+    run(namespace, broken)
+    printed = run(namespace, setup)
+    assert "改用课程的版本" in printed and namespace["MHA_LEARN"] is namespace["CourseMHA"]

@@ -12,6 +12,8 @@ def build_parser():
     g.add_argument("--jobs", type=int, default=1, help="并行评分的学生数")
     g.add_argument("--timeout", type=int, default=120, help="每个单元格的时间上限（秒）")
     g.add_argument("--seed", type=int, default=None, help="检查用例的随机种子（默认每次随机）")
+    g.add_argument("--force", action="store_true", help="重新评分所有学生（默认只评新的或提交有变化的学生）")
+    g.add_argument("--students", default="", help="只重新评分这些学生，逗号分隔，例如 alice,bob")
     g.add_argument("--no-sandbox", action="store_true", help="不用沙箱（危险：学生代码可读取答案与成绩库）")
     r = sub.add_parser("release", help="从 solutions/ 重新生成 notebooks/（nbgrader generate_assignment）")
     r.add_argument("--to", default=None, help="写到别的文件夹（默认 notebooks/）")

@@ -1,10 +1,13 @@
-"""`python -m autograder grade SUBMISSIONS --out DIR [--jobs N]`: grade a class with nbgrader.
+"""`python -m autograder grade SUBMISSIONS --out DIR [--jobs N] [--force] [--students a,b]`.
 
 nbgrader does the work (gradebook, autograde, generate_feedback); this module feeds it the class,
-runs students in parallel, and writes DIR/grades.csv and DIR/feedback/<student>/<notebook>.html.
+runs students in parallel, and writes DIR/grades.csv (+ manual_grades.csv, totals.csv) and
+DIR/feedback/<student>/<notebook>.html, all read back from the gradebook.
+
+Grading into an existing DIR updates it: the previous gradebook (hand grading included) is carried
+into a new generation, only new or changed submissions are regraded, and the new generation replaces
+the old one in a single rename (autograder/outdir.py), so a killed run loses nothing.
 """
-import csv
-import html
 import os
 import random
 import shutil
@@ -15,30 +18,33 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from .course import ASSIGNMENT, SOURCE_DIR, api, available_notebooks
-from .intake import read_submission, reset
+from . import feedback_page, reports
+from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
+from .intake import fingerprint, list_students, read_submission
+from .outdir import Output, OutputBusy, copy_gradebook, file_stamp, link_tree, read_state, tree_hash, write_state, write_text
 from .sandbox import SandboxUnavailable, describe_limits, probe
 
-CSV_HEADER = ["student_id", "notebook", "grade_id", "score", "max_score"]
+CSV_HEADER = reports.CSV_HEADER
 
 
 class GradingError(Exception):
-    """An instructor-side problem: grading cannot start."""
+    """An instructor-side problem: grading cannot start (or its result cannot be published)."""
 
 
-def _test_cells(name):
-    import nbformat
-
-    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
-    cells = []
-    for c in nb.cells:
-        meta = c.metadata.get("nbgrader", {})
-        if c.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            cells.append((meta["grade_id"], float(meta.get("points", 0))))
-    return cells
+def grader_version():
+    """Digest of what decides a grade: the source notebooks and their files, the grader, its config."""
+    files = [p for p in (SOURCE_DIR / ASSIGNMENT).iterdir() if p.is_file()]
+    files += [p for p in (REPO / "autograder").rglob("*.py")] + [REPO / "nbgrader_config.py"]
+    return tree_hash(REPO, files)
 
 
-def _grade_student(work, student, seed, sandbox, timeout):
+def _finish_nbgrader_feedback(work, student):
+    """nbgrader's own copy of the feedback gets the same CSP and size cap as ours."""
+    for page in (Path(work) / "feedback" / student / ASSIGNMENT).glob("*.html"):
+        write_text(page, feedback_page.finish_page(page.read_text(encoding="utf-8")))
+
+
+def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
     """Worker: autograde one student and make their feedback (runs in its own process)."""
     started = time.monotonic()
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
@@ -48,56 +54,136 @@ def _grade_student(work, student, seed, sandbox, timeout):
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
     nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
-    result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
-    if not result["success"]:  # a grader-side hiccup (e.g. a slow kernel start): try once more
+    result = {"success": True}
+    if not feedback_only:
         result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+        if not result["success"]:  # a grader-side hiccup (e.g. a slow kernel start): try once more
+            result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
     feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
+    if feedback["success"]:
+        _finish_nbgrader_feedback(work, student)
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
             "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"],
             "seconds": time.monotonic() - started}
 
 
-def _score(gb, grade_id, notebook, student):
-    try:
-        grade = gb.find_grade(grade_id, notebook, ASSIGNMENT, student)
-    except Exception:
-        return 0.0
-    return float(grade.score or 0.0)
-
-
-def _banner(notes):
-    items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
-    return (f'<div style="border:2px solid #c60;padding:8px;margin:8px;background:#fff4e5">'
-            f"<b>评分说明</b><ul>{items}</ul></div>")
-
-
-def _write_feedback(work, out, sub, notebooks):
-    dest = out / "feedback" / sub.student
-    dest.mkdir(parents=True, exist_ok=True)
+def _write_feedback(work, gen, student, rec, notebooks):
+    """DIR/feedback/<student>/*.html from nbgrader's pages, with the notes banner and the CSP."""
+    dest = gen / "feedback" / student
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
     for name in notebooks:
-        src = work / "feedback" / sub.student / ASSIGNMENT / f"{name}.html"
+        src = work / "feedback" / student / ASSIGNMENT / f"{name}.html"
+        mine = [n for n in rec["notes"] if n.startswith(f"{name}：") or name in n]
         target = dest / f"{name}.html"
-        mine = [n for n in sub.notes if n.startswith(f"{name}：") or name in n] or []
-        if src.exists():
-            text = src.read_text(encoding="utf-8")
-            if mine:
-                text = text.replace("<body>", "<body>" + _banner(mine), 1) if "<body>" in text else _banner(mine) + text
-            target.write_text(text, encoding="utf-8")
-        elif name in sub.broken or name in sub.notebooks:
-            why = sub.broken.get(name, "评分没有完成")
-            target.write_text(f"<html><body><h1>{html.escape(name)}</h1>{_banner(mine or [why])}</body></html>",
-                              encoding="utf-8")
+        if rec["ok"] and name in rec["notebooks"] and src.exists():
+            write_text(target, feedback_page.finish_page(src.read_text(encoding="utf-8"), mine))
+        elif name in rec["broken"] or name in rec["notebooks"]:
+            why = rec["broken"].get(name, "评分没有完成")
+            write_text(target, feedback_page.plain_page(name, mine or [why]))
 
 
-def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=print):
-    submissions, out = Path(submissions), Path(out)
-    if not submissions.exists():
-        raise GradingError(f"找不到提交文件夹：{submissions}")
-    if not submissions.is_dir():
-        raise GradingError(f"{submissions} 不是文件夹：应当是每个学生一个子文件夹")
-    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not students:
-        raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
+def _plan(folders, previous, students, force, version, log):
+    """Which students to regrade, each with the reason; the others are skipped with theirs."""
+    names = {f.name for f in folders}
+    if students:
+        unknown = sorted(set(students) - names)
+        if unknown:
+            raise GradingError("--students 里的学号在提交文件夹里找不到：" + "、".join(unknown))
+    regrade, prints = {}, {}
+    for folder in folders:
+        sid = folder.name
+        try:
+            prints[sid] = fingerprint(folder)
+        except OSError as exc:
+            prints[sid] = {"error": str(exc)}
+        old = previous.get("students", {}).get(sid)
+        if force:
+            why = "--force"
+        elif students:
+            why = "--students" if sid in students else None
+        elif old is None:
+            why = "新学生"
+        elif previous.get("grader") != version:
+            why = "源笔记本或评分代码变了"
+        elif not old.get("ok"):
+            why = "上次评分没有完成"
+        elif old.get("files") != prints[sid]:
+            why = "提交的文件变了"
+        else:
+            why = None
+        if why:
+            regrade[sid] = why
+        else:
+            log(f"  跳过 {sid}：" + ("不在 --students 里" if students else "提交没有变化（内容哈希相同）") + "，保留上次的结果")
+    for sid in sorted(set(previous.get("students", {})) - names):
+        log(f"  保留 {sid}：不在这次的提交文件夹里，保留上次的结果")
+    return regrade, prints
+
+
+def _carry_over(prev, gen, previous_state, regrade):
+    """The previous generation's gradebook and every kept student's files, into the new generation.
+    Returns the kept students whose feedback must be remade (grades edited by hand since)."""
+    work = gen / "nbgrader"
+    work.mkdir()
+    if prev is None:
+        return set()
+    copy_gradebook(prev / "nbgrader" / "gradebook.db", work / "gradebook.db")
+    if (prev / "nbgrader" / "release").is_dir():
+        link_tree(prev / "nbgrader" / "release", work / "release")
+    refresh = _refresh_needed(work, previous_state, regrade)
+    for sid in previous_state.get("students", {}):
+        if sid in regrade:
+            continue
+        parts = ["submitted", "autograded"] + ([] if sid in refresh else ["feedback"])
+        for part in parts:
+            if (prev / "nbgrader" / part / sid).is_dir():
+                link_tree(prev / "nbgrader" / part / sid, work / part / sid)
+        if sid not in refresh and (prev / "feedback" / sid).is_dir():
+            link_tree(prev / "feedback" / sid, gen / "feedback" / sid)
+    return refresh
+
+
+def _refresh_needed(work, previous_state, regrade):
+    """Kept students whose grades were edited by hand since their feedback was made."""
+    from nbgrader.api import Gradebook
+
+    db = work / "gradebook.db"
+    if not db.exists():
+        return set()
+    refresh = set()
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for sid, old in previous_state.get("students", {}).items():
+            if sid not in regrade and old.get("ok") and reports.gradebook_fingerprint(gb, sid) != old.get("gradebook"):
+                refresh.add(sid)
+    return refresh
+
+
+def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
+    """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
+    results = {}
+    if not tasks:
+        return results
+    ctx = get_context("spawn")
+    # a fresh process per student: no state (event loops, sockets, sessions) carries over
+    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
+        futures = {pool.submit(_grade_student, str(work), sid, seed, sandbox, timeout, only): sid
+                   for sid, only in tasks.items()}
+        for i, fut in enumerate(as_completed(futures), 1):
+            sid = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:
+                res = {"student": sid, "success": False, "error": repr(exc), "seconds": 0.0, "feedback": False}
+            results[sid] = res
+            last = (res["error"].strip().splitlines() or [""])[-1][:120]
+            status = ("反馈已按成绩库更新" if tasks[sid] else "完成") if res["success"] else f"失败：{last}"
+            log(f"  [{i}/{len(tasks)}] {sid:<16} {res['seconds']:6.1f} s  {status}")
+    return results
+
+
+def _check_sandbox(sandbox, log):
     if sandbox:
         try:
             probe()
@@ -108,98 +194,130 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
         log(describe_limits())
     else:
         log("!!! 警告：--no-sandbox —— 学生代码以评分者的权限运行，没有任何隔离。")
+
+
+def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=print, force=False, students=None):
+    submissions = Path(submissions)
+    if not submissions.exists():
+        raise GradingError(f"找不到提交文件夹：{submissions}")
+    if not submissions.is_dir():
+        raise GradingError(f"{submissions} 不是文件夹：应当是每个学生一个子文件夹")
+    folders, refused = list_students(submissions)
+    for note in refused:
+        log(f"  [提交文件夹] {note}")
+    if not folders:
+        raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
+    _check_sandbox(sandbox, log)
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     notebooks = available_notebooks()
-    out.mkdir(parents=True, exist_ok=True)
-    work = (out / "nbgrader").resolve()
-    reset(work)
+    output = Output(out)
+    try:
+        output.lock()
+    except OutputBusy as exc:
+        raise GradingError(str(exc)) from exc
+    prev = output.previous()
+    previous_state = read_state(prev) if prev is not None and prev != output.out else {}
+    version = grader_version()
+    regrade, prints = _plan(folders, previous_state, set(students or ()), force, version, log)
 
-    log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
-    gen = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
-    if not gen["success"]:
-        raise GradingError("nbgrader generate_assignment 失败：\n" + (gen.get("error") or gen.get("log") or "")[-3000:])
+    gen = output.new_generation()
+    work = gen / "nbgrader"
+    stamp = file_stamp(prev / "nbgrader" / "gradebook.db") if prev is not None else None
+    refresh = _carry_over(prev, gen, previous_state, regrade)
 
-    subs = {}
-    for folder in students:
+    if previous_state.get("grader") != version or not (work / "release").is_dir():
+        log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
+        gen_result = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
+        if not gen_result["success"]:
+            raise GradingError("nbgrader generate_assignment 失败：\n"
+                               + (gen_result.get("error") or gen_result.get("log") or "")[-3000:])
+
+    records = {sid: dict(rec) for sid, rec in previous_state.get("students", {}).items() if sid not in regrade}
+    for folder in folders:
+        if folder.name not in regrade:
+            continue
         sub = read_submission(folder, notebooks, work / "submitted" / folder.name / ASSIGNMENT)
-        subs[sub.student] = sub
+        records[sub.student] = {"notebooks": sorted(sub.notebooks), "broken": dict(sub.broken),
+                                "notes": list(sub.notes), "files": prints[sub.student], "ok": True}
+        log(f"  [{sub.student}] 重新评分：{regrade[sub.student]}")
         for note in sub.notes:
             log(f"  [{sub.student}] {note}")
-    gradable = [s for s in subs.values() if s.notebooks]
 
-    log(f"评分 {len(gradable)} 名学生（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
-    results, t0 = {}, time.monotonic()
-    ctx = get_context("spawn")
-    # a fresh process per student: no state (event loops, sockets, sessions) carries over
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_grade_student, str(work), s.student, seed, sandbox, timeout): s.student for s in gradable}
-        for i, fut in enumerate(as_completed(futures), 1):
-            student = futures[fut]
-            try:
-                res = fut.result()
-            except Exception as exc:  # a worker that died: this student only
-                res = {"student": student, "success": False, "error": repr(exc), "seconds": 0.0, "feedback": False}
-            results[student] = res
-            last = (res["error"].strip().splitlines() or [""])[-1][:120]
-            status = "完成" if res["success"] else f"失败：{last}"
-            log(f"  [{i}/{len(gradable)}] {student:<16} {res['seconds']:6.1f} s  {status}")
-            if not res["success"]:
-                subs[student].notes.append("自动评分没有完成（评分系统错误），请联系助教。")
+    tasks = {sid: False for sid in regrade if records[sid]["notebooks"]}
+    tasks.update({sid: True for sid in refresh})
+    log(f"评分 {sum(not v for v in tasks.values())} 名学生，跳过 {len(folders) - len(regrade)} 名"
+        f"（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
+    t0 = time.monotonic()
+    results = _run_pool(work, jobs, tasks, seed, sandbox, timeout, log)
+    for sid, res in results.items():
+        if not res["success"] and not tasks[sid]:
+            records[sid]["ok"] = False
+            records[sid]["notes"].append("自动评分没有完成（评分系统错误），请联系助教。")
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
-    from nbgrader.api import Gradebook
-
-    rows = []
-    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
-        for sub in subs.values():
-            for name in notebooks:
-                if name not in sub.notebooks and name not in sub.broken:
-                    continue
-                graded = name in sub.notebooks and results.get(sub.student, {}).get("success")
-                for grade_id, points in _test_cells(name):
-                    score = _score(gb, grade_id, name, sub.student) if graded else 0.0
-                    rows.append([sub.student, name, grade_id, f"{score:g}", f"{points:g}"])
-    tmp = out / "grades.csv.tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(CSV_HEADER)
-        writer.writerows(rows)
-    os.replace(tmp, out / "grades.csv")
-    fb = out / "feedback"
-    if fb.exists():
-        shutil.rmtree(fb)
-    for sub in subs.values():
-        _write_feedback(work, out, sub, notebooks)
-    _summary(rows, subs, notebooks, log)
-    log(f"写入 {out / 'grades.csv'} 和 {fb}/")
+    _write_results(gen, work, records, notebooks, set(tasks), results)
+    write_state(gen, {"version": 1, "grader": version, "students": records})
+    if file_stamp(prev / "nbgrader" / "gradebook.db" if prev is not None else gen / "none") != stamp:
+        raise GradingError("评分期间上一次的成绩库被改动了（例如有人在 formgrader 里打分）；为了不丢掉这些改动，"
+                           "本次结果没有生效。请在没有人打分时重新运行。")
+    output.publish(gen)
+    rows = _read_rows(gen)
+    _summary(rows, records, notebooks, log)
+    log(f"写入 {output.out / 'grades.csv'}（自动评分）、manual_grades.csv（人工评分）、totals.csv（总分）"
+        f"和 {output.out / 'feedback'}/")
     return rows
 
 
-def _summary(rows, subs, notebooks, log):
+def _write_results(gen, work, records, notebooks, rendered, results):
+    """CSV files from the gradebook; feedback pages for the students handled in this run."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+        tables = reports.build(gb, records, notebooks)
+        for sid, rec in records.items():
+            rec["gradebook"] = reports.gradebook_fingerprint(gb, sid) if rec["ok"] else None
+    for name, (header, rows) in tables.items():
+        write_text(gen / name, reports.render(header, rows))
+    (gen / "feedback").mkdir(exist_ok=True)
+    for sid, rec in records.items():
+        if sid in rendered or not (gen / "feedback" / sid).is_dir():
+            _write_feedback(work, gen, sid, rec, notebooks)
+
+
+def _read_rows(gen):
+    import csv
+
+    with open(gen / "grades.csv", newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))[1:]
+
+
+def _summary(rows, records, notebooks, log):
     table = {}
     for student, name, _, score, points in rows:
         got, total = table.setdefault(student, {}).get(name, (0.0, 0.0))
         table[student][name] = (got + float(score), total + float(points))
     short = [n[:2] for n in notebooks]
     log("\n" + f"{'学号':<16}" + "".join(f"{s:>9}" for s in short) + f"{'合计':>10}  说明")
-    for student in sorted(subs):
+    for student in sorted(records):
         cells, got_all, tot_all = [], 0.0, 0.0
+        row = table.get(reports.csv_safe(student), {})
         for name in notebooks:
-            if name in table.get(student, {}):
-                got, tot = table[student][name]
+            if name in row:
+                got, tot = row[name]
                 got_all, tot_all = got_all + got, tot_all + tot
                 cells.append(f"{got:g}/{tot:g}")
             else:
                 cells.append("—")
-        notes = len(subs[student].notes)
+        notes = len(records[student]["notes"])
         log(f"{student:<16}" + "".join(f"{c:>9}" for c in cells) + f"{f'{got_all:g}/{tot_all:g}':>10}  "
             + (f"{notes} 条" if notes else ""))
 
 
 def main(args):
+    students = [s for s in (args.students or "").split(",") if s]
     try:
         grade(args.submissions, args.out, jobs=args.jobs, sandbox=not args.no_sandbox, seed=args.seed,
-              timeout=args.timeout)
+              timeout=args.timeout, force=args.force, students=students)
     except GradingError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2

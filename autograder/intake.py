@@ -1,15 +1,31 @@
 """Reading a class's submissions before grading: what is there, what is wrong, what was changed.
 
 Each problem becomes a Chinese note for the student's feedback and the instructor's summary;
-nothing here stops the rest of the class from being graded.
+nothing here stops the rest of the class from being graded. Only regular files are read, never
+through a symlink: links, devices, FIFOs and oversized files are refused (a note, that notebook 0).
 """
-import json
+import hashlib
+import math
+import os
+import re
 import shutil
+import stat
+import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import nbformat
 
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+
+MAX_FILE_BYTES = 20 * 2**20        # one submitted file
+MAX_CELLS = 2000                   # the released notebooks have about a hundred
+QUIET = {"timestamp.txt", "submission_secret.txt"}  # nbgrader's own bookkeeping
+# the nbgrader cell metadata this course writes, with the types nbgrader expects
+META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
+              "points": (int, float), "schema_version": int, "cell_type": str, "checksum": str}
+GRADE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
+CELL_ID = re.compile(r"^[A-Za-z0-9\-_]{1,64}$")
 
 
 @dataclass
@@ -20,31 +36,149 @@ class Submission:
     notes: list = field(default_factory=list)
 
 
-def _grade_ids(nb):
-    return [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells if "nbgrader" in c.metadata]
+@dataclass
+class Entry:
+    rel: str            # path inside the student folder
+    kind: str           # "file", "symlink", "special", "big"
+    path: Path
+
+
+def _kind(st):
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "special"
+    return "big" if st.st_size > MAX_FILE_BYTES else "file"
+
+
+def scan(folder):
+    """Every entry under `folder`, without following any link (checkpoint folders skipped)."""
+    found = []
+
+    def walk(d, prefix):
+        with os.scandir(d) as it:
+            for e in sorted(it, key=lambda e: e.name):
+                rel = prefix + e.name
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if e.name != ".ipynb_checkpoints":
+                        walk(e.path, rel + "/")
+                else:
+                    found.append(Entry(rel, _kind(st), Path(e.path)))
+
+    walk(folder, "")
+    return found
+
+
+def read_bytes(path):
+    """A regular file's bytes, refusing links and special files even if swapped in after scan()."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("不是普通文件")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(f"超过 {MAX_FILE_BYTES // 2**20} MB")
+    return data
+
+
+def fingerprint(folder):
+    """Content hash of everything a student handed in ({relative path: digest}); changes when any file does."""
+    prints = {}
+    for e in scan(folder):
+        if e.kind == "file":
+            try:
+                prints[e.rel] = hashlib.sha256(read_bytes(e.path)).hexdigest()
+            except OSError:
+                prints[e.rel] = "unreadable"
+        else:
+            prints[e.rel] = e.kind
+    return prints
+
+
+def list_students(submissions):
+    """(student folders, notes for the instructor about entries that are not one)."""
+    folders, notes = [], []
+    for e in sorted(os.scandir(submissions), key=lambda e: e.name):
+        if e.name.startswith("."):
+            continue
+        st = e.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            folders.append(Path(e.path))
+        elif stat.S_ISLNK(st.st_mode):
+            notes.append(f"`{e.name}` 是符号链接，不是学生文件夹，已拒绝（不跟随链接）。")
+        else:
+            notes.append(f"`{e.name}` 不是文件夹，已忽略（每个学生一个子文件夹）。")
+    return folders, notes
 
 
 def _read(path):
     try:
-        with open(path, encoding="utf-8") as fh:
-            nb = nbformat.read(fh, as_version=4)
+        nb = nbformat.reads(read_bytes(path).decode("utf-8"), as_version=4)
         nbformat.validate(nb)
+        if len(nb.cells) > MAX_CELLS:
+            raise ValueError(f"有 {len(nb.cells)} 个单元格，超过上限 {MAX_CELLS}")
         return nb, None
-    except (json.JSONDecodeError, nbformat.ValidationError, UnicodeDecodeError, KeyError, AttributeError, OSError) as exc:
-        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
-    except Exception as exc:  # any other unreadable file
+    except Exception as exc:  # any unreadable file: bad JSON, bad UTF-8, too deep, wrong schema …
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-def tamper_notes(name, nb):
-    """What changed in the locked and test cells, compared with the source notebook."""
-    source = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
-    protected = {c.metadata["nbgrader"]["grade_id"]: c for c in source.cells
+def _meta_problem(meta):
+    """Why a cell's nbgrader metadata is unusable (None when it is fine)."""
+    if not isinstance(meta, dict):
+        return f"不是字典而是 {type(meta).__name__}"
+    for key, value in meta.items():
+        want = META_TYPES.get(key)
+        if want is None:
+            return f"多了未知字段 `{str(key)[:40]}`"
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            return f"字段 `{key}` 的类型错了"
+    if "grade_id" in meta and not GRADE_ID.match(meta["grade_id"]):
+        return "grade_id 不合法"
+    if "points" in meta and not (math.isfinite(meta["points"]) and 0 <= meta["points"] <= 1000):
+        return "points 不合法"
+    if any(meta.get(k) for k in ("grade", "solution", "locked", "task")) and "grade_id" not in meta:
+        return "缺少 grade_id"
+    return None
+
+
+def normalise(name, nb, source):
+    """Make `nb` safe for nbgrader: well-typed nbgrader metadata, unique cell ids, the course's kernel.
+    Returns notes; cells whose nbgrader metadata is broken lose it (nbgrader then restores protected cells)."""
+    notes = []
+    nb.metadata = nbformat.from_dict({k: source.metadata[k] for k in ("kernelspec", "language_info")
+                                      if k in source.metadata})
+    seen_ids = set()
+    for i, cell in enumerate(nb.cells):
+        if "nbgrader" in cell.metadata:
+            why = _meta_problem(cell.metadata["nbgrader"])
+            if why:
+                del cell.metadata["nbgrader"]
+                notes.append(f"{name}：第 {i + 1} 个单元格的 nbgrader 元数据被改坏了（{why}），已忽略这份元数据。")
+        cid = cell.get("id")
+        if not isinstance(cid, str) or not CELL_ID.match(cid) or cid in seen_ids:
+            cid = cell["id"] = uuid.uuid4().hex[:16]
+        seen_ids.add(cid)
+    return notes
+
+
+def _grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _grade_ids(nb):
+    return [_grade_id(c) for c in nb.cells if "nbgrader" in c.metadata]
+
+
+def tamper_notes(name, nb, source):
+    """What changed in the locked and test cells, compared with the source notebook (`nb` normalised)."""
+    protected = {_grade_id(c): c for c in source.cells
                  if c.metadata.get("nbgrader", {}).get("locked") or
                  (c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution"))}
     seen = {}
     for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        gid = _grade_id(cell)
         if gid:
             seen.setdefault(gid, []).append(cell)
     notes = []
@@ -82,7 +216,7 @@ def _dedupe(nb):
     """Keep the first cell of each grade_id; later copies lose their nbgrader metadata."""
     seen = set()
     for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        gid = _grade_id(cell)
         if gid in seen:
             del cell.metadata["nbgrader"]
             if cell.cell_type == "code":
@@ -92,41 +226,80 @@ def _dedupe(nb):
     return nb
 
 
+def _sources(known):
+    return {n: nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb", as_version=4) for n in known}
+
+
+REFUSED = {"symlink": "是符号链接", "special": "不是普通文件（设备、FIFO 或套接字）",
+           "big": f"超过 {MAX_FILE_BYTES // 2**20} MB"}
+
+
 def read_submission(folder, known, dest):
-    """Copy the readable notebooks of one student folder into `dest` (an nbgrader submitted/ folder)."""
+    """Copy the readable notebooks of one student folder into `dest` (an nbgrader submitted/ folder).
+    Never raises: whatever goes wrong with a notebook is a note and that notebook scores 0."""
     sub = Submission(folder.name)
-    dest.mkdir(parents=True, exist_ok=True)
-    source_ids = {n: set(_grade_ids(nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb", as_version=4))) for n in known}
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts)
-    quiet = {"timestamp.txt", "submission_secret.txt"} | {p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir()}
-    for path in files:
-        if path.suffix != ".ipynb" and path.name in quiet:
-            continue  # nbgrader's bookkeeping and the files the release ships
-        if path.suffix != ".ipynb":
-            sub.notes.append(f"忽略了不是笔记本的文件 `{path.relative_to(folder)}`（评分只看笔记本）。")
-            continue
-        name = path.stem
-        nb, error = _read(path)
-        if name not in known:
-            match = [n for n in known if nb is not None and source_ids[n] and source_ids[n] <= set(_grade_ids(nb)) | {None}]
-            if nb is not None and len(match) == 1 and match[0] not in sub.notebooks and not (folder / f"{match[0]}.ipynb").exists():
-                sub.notes.append(f"`{path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。")
-                name = match[0]
-            else:
-                sub.notes.append(f"`{path.relative_to(folder)}` 不是本次作业的笔记本（文件名应为 "
-                                 + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。")
-                continue
-        if nb is None:
-            sub.broken[name] = error
-            sub.notes.append(f"`{path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。")
-            continue
-        sub.notes += tamper_notes(name, nb)
-        target = dest / f"{name}.ipynb"
-        nbformat.write(_dedupe(nb), target)
-        sub.notebooks[name] = target
-    if not files:
-        sub.notes.append("提交文件夹是空的。")
+    try:
+        _read_into(sub, folder, known, Path(dest))
+    except Exception as exc:  # an intake bug must cost this student only, and say so
+        for name in known:
+            if name not in sub.notebooks and (folder / f"{name}.ipynb").exists():
+                sub.broken[name] = f"{type(exc).__name__}"
+        sub.notes.append(f"读取提交时出错（{type(exc).__name__}: {str(exc)[:200]}），无法读取的笔记本记 0 分，请联系助教。")
     return sub
+
+
+def _read_into(sub, folder, known, dest):
+    dest.mkdir(parents=True, exist_ok=True)
+    sources = _sources(known)
+    source_ids = {n: set(_grade_ids(nb)) for n, nb in sources.items()}
+    entries = scan(folder)
+    quiet = QUIET | {p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir()}
+    for e in entries:
+        name = Path(e.rel).stem
+        if e.kind != "file":
+            sub.notes.append(f"`{e.rel}` {REFUSED[e.kind]}，已拒绝" + ("，这本笔记本记 0 分。" if e.rel.endswith(".ipynb") else "。"))
+            if e.rel.endswith(".ipynb") and name in known and name not in sub.notebooks:
+                sub.broken[name] = REFUSED[e.kind]
+            continue
+        if not e.rel.endswith(".ipynb"):
+            if e.path.name not in quiet:  # nbgrader's bookkeeping and the files the release ships
+                sub.notes.append(f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。")
+            continue
+        try:
+            _take_notebook(sub, e, name, folder, known, sources, source_ids, dest)
+        except Exception as exc:  # one notebook's surprise costs that notebook only
+            target = name if name in known else None
+            if target:
+                sub.notebooks.pop(target, None)
+                sub.broken[target] = f"{type(exc).__name__}"
+            sub.notes.append(f"`{e.rel}` 无法处理（{type(exc).__name__}: {str(exc)[:200]}），这本笔记本记 0 分。")
+    if not entries:
+        sub.notes.append("提交文件夹是空的。")
+
+
+def _take_notebook(sub, e, name, folder, known, sources, source_ids, dest):
+    nb, error = _read(e.path)
+    if name not in known:
+        ids = set(_grade_ids(nb)) if nb is not None else set()
+        match = [n for n in known if nb is not None and source_ids[n] and source_ids[n] <= ids | {None}]
+        renamed = (nb is not None and len(match) == 1 and match[0] not in sub.notebooks
+                   and not os.path.lexists(folder / f"{match[0]}.ipynb"))
+        if not renamed:
+            sub.notes.append(f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
+                             + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。")
+            return
+        sub.notes.append(f"`{e.path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。")
+        name = match[0]
+    if nb is None:
+        sub.broken[name] = error
+        sub.notes.append(f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。")
+        return
+    sub.notes += normalise(name, nb, sources[name])
+    sub.notes += tamper_notes(name, nb, sources[name])
+    target = dest / f"{name}.ipynb"
+    nbformat.write(_dedupe(nb), target)
+    sub.notebooks[name] = target
+    sub.broken.pop(name, None)
 
 
 def reset(folder):

@@ -1,0 +1,109 @@
+"""Feedback pages that carry no live student markup and stay small.
+
+Three layers (configured in nbgrader_config.py, applied again when a page is written):
+1. `SafeOutputs` keeps only inert output types (text, images, HTML/markdown) and caps what a
+   notebook's cells may put on the page, so a page stays under `MAX_PAGE_BYTES`;
+2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) cleans every rendered markdown cell and
+   HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
+   no style, images only from data: URLs);
+3. `finish_page` gives every page a Content-Security-Policy that forbids scripts (so MathJax does
+   not run either: formulas show as TeX source) and any request off the page.
+"""
+import html
+import json
+
+import bleach
+from bleach.css_sanitizer import CSSSanitizer
+from nbconvert.preprocessors import Preprocessor
+from nbformat import NotebookNode
+from traitlets import Integer
+
+MAX_PAGE_BYTES = 2_000_000
+CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+       "img-src data:; style-src 'unsafe-inline'; font-src data:")
+CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+INERT_MIME = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
+TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+        "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
+        "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
+        "u", "ul", "var"}
+ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href"], "img": ["src", "alt", "width", "height"],
+              "td": ["align", "colspan", "rowspan"], "th": ["align", "colspan", "rowspan"]}
+_cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols={"http", "https", "mailto", "data"},
+                          strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=[]))
+
+
+def clean_html(element):
+    """nbconvert's `clean_html` filter with this course's allow-list (markdown tables, headings, images)."""
+    text = element.decode() if isinstance(element, bytes) else str(element)
+    return _cleaner.clean(text)
+
+
+def _size(node):
+    return len(json.dumps(node, default=str))
+
+
+def _note(text):
+    return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+class SafeOutputs(Preprocessor):
+    """Only inert output types reach the page, and the cells' outputs and sources fit a budget."""
+
+    output_budget = Integer(1_200_000, help="Bytes of outputs one page may show.").tag(config=True)
+    source_limit = Integer(100_000, help="Characters shown of one cell's source.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        used = 0
+        for cell in nb.cells:
+            if not isinstance(cell.get("source"), str):
+                cell.source = ""
+            if len(cell.source) > self.source_limit:
+                cell.source = cell.source[:self.source_limit] + "\n…（单元格太长，反馈里只显示开头）"
+            if cell.cell_type != "code":
+                cell.pop("attachments", None)
+                continue
+            kept = []
+            for out in cell.get("outputs", []):
+                if "data" in out:
+                    out.data = {k: v for k, v in out.data.items() if k in INERT_MIME}
+                    out.metadata = {}
+                    if not out.data:
+                        continue
+                size = _size(out)
+                if used + size > self.output_budget:
+                    kept.append(_note("…（输出太大，反馈里省略了其余部分）\n"))
+                    used = self.output_budget
+                    break
+                used += size
+                kept.append(out)
+            cell.outputs = kept
+        return nb, resources
+
+
+def banner(notes, shown=40):
+    notes = list(notes)
+    more = [f"……还有 {len(notes) - shown} 条说明"] if len(notes) > shown else []
+    items = "".join(f"<li>{html.escape(n[:500])}</li>" for n in notes[:shown] + more)
+    return (f'<div style="border:2px solid #c60;padding:8px;margin:8px;background:#fff4e5">'
+            f"<b>评分说明</b><ul>{items}</ul></div>")
+
+
+def plain_page(title, notes):
+    """A page for a notebook that has no rendered feedback (unreadable, or grading failed)."""
+    return finish_page(f"<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title></head>"
+                       f"<body><h1>{html.escape(title)}</h1></body></html>", notes)
+
+
+def finish_page(text, notes=()):
+    """Add the notes banner and the CSP; a page that is still too large is replaced by its notes."""
+    if notes:
+        text = text.replace("<body>", "<body>" + banner(notes), 1) if "<body>" in text else banner(notes) + text
+    if "<head>" in text:
+        text = text.replace("<head>", "<head>\n" + CSP_META, 1)
+    else:
+        text = f"<!DOCTYPE html><html><head>{CSP_META}</head><body>{text}</body></html>"
+    if len(text.encode("utf-8")) > MAX_PAGE_BYTES:
+        return plain_page("反馈页面过大", [*notes, "这本笔记本的输出太大，反馈页面超过了大小上限，只显示评分说明；"
+                                               "分数见成绩表。"])
+    return text

@@ -21,7 +21,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     SaveAutoGrades,
 )
 
-from autograder.feedback_page import SafeOutputs  # noqa: E402
+from autograder.feedback_page import SafeHTMLExporter, SafeOutputs  # noqa: E402
 from autograder.nbgrader_plugins import JudgeProbes, SandboxedExecute  # noqa: E402
 
 c = get_config()  # noqa: F821
@@ -48,5 +48,6 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
 # feedback never shows the hidden checks' source, nor live student markup (autograder/feedback_page.py)
 c.ClearHiddenTests.enforce_metadata = False
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, SafeOutputs, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.exporter_class = SafeHTMLExporter
 c.HTMLExporter.sanitize_html = True
 c.HTMLExporter.filters = {"clean_html": "autograder.feedback_page.clean_html"}

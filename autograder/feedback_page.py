@@ -1,10 +1,10 @@
 """Feedback pages that carry no live student markup and stay small.
 
-Three layers (configured in nbgrader_config.py, applied again when a page is written):
+Three layers (configured in nbgrader_config.py; the CSP is added when a page is written):
 1. `SafeOutputs` keeps only inert output types (text, images, HTML/markdown) and caps what a
    notebook's cells may put on the page, so a page stays under `MAX_PAGE_BYTES`;
-2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) cleans every rendered markdown cell and
-   HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
+2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) and `SafeHTMLExporter` clean every
+   rendered markdown cell and HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
    no style, images only from data: URLs);
 3. `finish_page` gives every page a Content-Security-Policy that forbids scripts (so MathJax does
    not run either: formulas show as TeX source) and any request off the page.
@@ -14,9 +14,11 @@ import json
 
 import bleach
 from bleach.css_sanitizer import CSSSanitizer
+from jinja2 import pass_context
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 MAX_PAGE_BYTES = 2_000_000
 CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; "
@@ -39,6 +41,15 @@ def clean_html(element):
     return _cleaner.clean(text)
 
 
+class SafeHTMLExporter(HTMLExporter):
+    """HTML export whose rendered markdown is always cleaned: nbgrader's feedback template renders
+    graded (written-answer) cells with `markdown2html` alone, outside nbconvert's sanitising."""
+
+    @pass_context
+    def markdown2html(self, context, source):
+        return clean_html(super().markdown2html(context, source))
+
+
 def _size(node):
     return len(json.dumps(node, default=str))
 
@@ -50,6 +61,7 @@ def _note(text):
 class SafeOutputs(Preprocessor):
     """Only inert output types reach the page, and the cells' outputs and sources fit a budget."""
 
+    enabled = Bool(True).tag(config=True)  # nbconvert's preprocessors are off unless enabled
     output_budget = Integer(1_200_000, help="Bytes of outputs one page may show.").tag(config=True)
     source_limit = Integer(100_000, help="Characters shown of one cell's source.").tag(config=True)
 
@@ -99,7 +111,9 @@ def finish_page(text, notes=()):
     """Add the notes banner and the CSP; a page that is still too large is replaced by its notes."""
     if notes:
         text = text.replace("<body>", "<body>" + banner(notes), 1) if "<body>" in text else banner(notes) + text
-    if "<head>" in text:
+    if CSP_META in text:
+        pass
+    elif "<head>" in text:
         text = text.replace("<head>", "<head>\n" + CSP_META, 1)
     else:
         text = f"<!DOCTYPE html><html><head>{CSP_META}</head><body>{text}</body></html>"

@@ -1,0 +1,207 @@
+"""Attacks on intake, isolation, feedback pages and grades.csv, graded by the real sandboxed grader
+(issue 11, findings 2, 7 and 8). Full marks come from the source notebook, never hard-coded."""
+import csv
+import json
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grade import grade
+from autograder.reports import graded_cells
+from tests import grading_class as gc
+from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
+
+pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
+FORMULA = '=HYPERLINK("evil.example","click")'
+SECRET = "root:x:0:0:W1D1-SECRET-FIRST-LINE"
+MARK = "document.documentElement.dataset.pwned={}"  # no quotes: it nests in HTML and Python strings
+WRITTEN = f"""<img src=x onerror="{MARK.format(1)}"><script>{MARK.format(2)}</script>
+<svg onload="{MARK.format(3)}"></svg> [x](javascript:{MARK.format(4)}) ![y](javascript:{MARK.format(5)})"""
+RICH = f"""from IPython.display import HTML, Markdown, Javascript, SVG, display
+display(HTML('<script>{MARK.format(6)}</script><img src=x onerror="{MARK.format(7)}">'))
+display(Markdown('<img src=y onerror="{MARK.format(8)}"> [z](javascript:{MARK.format(9)})'))
+display(Javascript("{MARK.format(10)}"))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" onload="{MARK.format(11)}"></svg>'))
+print("RICH-RAN")
+"""
+
+
+def _raw(nb, grade_id, src):
+    gc.cell(nb, grade_id).source = src
+    return nb
+
+
+def build(root, outside):
+    root.mkdir()
+    students = {}
+
+    def put(name, nb=None, raw=None):
+        folder = root / name
+        folder.mkdir()
+        if raw is not None:
+            (folder / f"{gc.NB}.ipynb").write_text(raw)
+        elif nb is not None:
+            nbformat.write(nb, folder / f"{gc.NB}.ipynb")
+        students[name] = folder
+        return folder
+
+    put("honest", gc.solved())
+    # finding 2: nbgrader metadata of the wrong type passes nbformat.validate
+    for name, meta in (("meta_list", ["x"]), ("meta_str", "x"), ("meta_gid_list", {"grade_id": ["softmax"], "solution": True})):
+        nb = json.loads(nbformat.writes(gc.solved()))
+        nb["cells"][gc.index(gc.solved(), "softmax")]["metadata"]["nbgrader"] = meta
+        put(name, raw=json.dumps(nb))
+    put("bad_utf8").joinpath(f"{gc.NB}.ipynb").write_bytes(b'{"cells": [\xff\xfe]}')
+    # finding 7: live markup in a written answer and in rich outputs; a page-sized flood of HTML
+    nb = _raw(gc.solved(), "q1_two_problems", WRITTEN)
+    nb = gc.added(nb, "softmax", RICH)
+    for k in range(30):
+        flood = f"from IPython.display import HTML, display\ndisplay(HTML('<p>{k}' + 'A' * 90_000 + '</p>'))"
+        nb = gc.added(nb, "test_softmax__hidden", flood)
+    put("xss", nb)
+    # finding 8: a formula as a student id; links, FIFOs and big files at intake
+    put(FORMULA, gc.solved())
+    folder = put("linker")
+    os.symlink(outside / "passwd", folder / f"{gc.NB}.ipynb")
+    os.mkfifo(folder / "02_scaled_dot_product.ipynb")
+    (folder / "03_masks.ipynb").write_bytes(b" " * (21 * 2**20))
+    (outside / "victim").mkdir()
+    nbformat.write(gc.solved(), outside / "victim" / f"{gc.NB}.ipynb")
+    os.symlink(outside / "victim", root / "linked_folder")
+    return students
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trust")
+    outside = tmp / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text(SECRET + "\n")
+    build(tmp / "class", outside)
+    out = tmp / "out"
+    log = []
+    grade(tmp / "class", out, jobs=2, timeout=30, seed=4321, log=log.append)
+    with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return {"out": out, "rows": rows, "log": "\n".join(log)}
+
+
+def points(rows, student):
+    got = [(float(r[3]), float(r[4])) for r in rows[1:] if r[0] == student and r[1] == gc.NB]
+    return sum(g for g, _ in got), sum(m for _, m in got)
+
+
+FULL = sum(p for _, p in graded_cells(gc.NB)[0])
+
+
+def feedback(graded, student, name=gc.NB):
+    return (graded["out"] / "feedback" / student / f"{name}.html").read_text(encoding="utf-8")
+
+
+def test_malformed_metadata_costs_only_that_student(graded):
+    rows = graded["rows"]
+    assert points(rows, "honest") == (FULL, FULL)
+    for student in ("meta_list", "meta_str", "meta_gid_list"):
+        got, total = points(rows, student)
+        assert total == FULL and got < FULL, student  # the softmax answer cell lost its metadata
+        assert "元数据被改坏" in feedback(graded, student)
+    assert points(rows, "bad_utf8") == (0, FULL)
+    assert "无法读取" in feedback(graded, "bad_utf8")
+
+
+class LiveMarkup(HTMLParser):
+    """Script elements, event handlers, javascript: links and inline SVG after the page's <head>."""
+
+    def __init__(self):
+        super().__init__()
+        self.in_body, self.found = False, []
+
+    def handle_starttag(self, tag, attrs):
+        self.in_body = self.in_body or tag == "body"
+        if not self.in_body:
+            return
+        if tag in ("script", "svg", "iframe", "object", "embed", "base", "meta"):
+            self.found.append(tag)
+        for key, value in attrs:
+            if key.startswith("on") or (value or "").strip().lower().startswith("javascript:"):
+                self.found.append(f"{tag} {key}={value}")
+
+
+def test_feedback_pages_carry_no_live_student_markup(graded):
+    page = feedback(graded, "xss")
+    assert 'http-equiv="Content-Security-Policy"' in page and "script-src 'none'" in page
+    assert page.index("Content-Security-Policy") < min(i.start() for i in re.finditer("<script|<style", page))
+    assert "dataset.pwned=2" in page[page.index("<body"):]  # the payload is shown, as text
+    assert "RICH-RAN" in page  # the rich outputs were made
+    parser = LiveMarkup()
+    parser.feed(page)
+    assert parser.in_body and parser.found == []
+    assert points(graded["rows"], "xss") == (FULL, FULL)
+
+
+def test_feedback_page_stays_under_two_megabytes(graded):
+    out = graded["out"]
+    for page in (out / "feedback").rglob("*.html"):
+        assert page.stat().st_size < 2_000_000, page
+    assert "输出太大" in feedback(graded, "xss")
+
+
+def test_grades_csv_neutralises_formulas(graded):
+    for name in ("grades.csv", "totals.csv", "manual_grades.csv"):
+        text = (graded["out"] / name).read_text(encoding="utf-8")
+        cells = [c for row in csv.reader(text.splitlines()) for c in row]
+        assert "'" + FORMULA in cells, name
+        assert not any(c.startswith(("=", "+", "-", "@")) for c in cells), name
+    assert points(graded["rows"], "'" + FORMULA) == (FULL, FULL)
+
+
+def test_intake_refuses_links_fifos_and_big_files(graded):
+    rows, out = graded["rows"], graded["out"]
+    assert points(rows, "linker") == (0, FULL)
+    linker = [r for r in rows[1:] if r[0] == "linker"]
+    assert {r[1] for r in linker} == {gc.NB, "02_scaled_dot_product", "03_masks"}
+    assert all(float(r[3]) == 0 for r in linker)
+    page = feedback(graded, "linker")
+    assert "符号链接" in page
+    assert "不是普通文件" in feedback(graded, "linker", "02_scaled_dot_product")
+    assert "MB" in feedback(graded, "linker", "03_masks")
+    everything = graded["log"] + "".join(p.read_text(errors="replace") for p in Path(out).rglob("*.html"))
+    everything += "".join((out / n).read_text() for n in ("grades.csv", "totals.csv"))
+    assert "W1D1-SECRET" not in everything
+    assert "linked_folder" not in {r[0] for r in rows[1:]}
+    assert "linked_folder" in graded["log"] and "符号链接" in graded["log"]
+
+
+def test_no_script_runs_in_chromium(graded):
+    """The hostile feedback page in headless Chromium: nothing ran; the same markup unsanitised would."""
+    reason = ensure_chromium()
+    if reason:
+        pytest.fail(f"the browser check needs Chromium: {reason}")
+    from playwright.sync_api import sync_playwright
+
+    page_path = graded["out"] / "feedback" / "xss" / f"{gc.NB}.html"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+        try:
+            page = browser.new_page()
+            dialogs, requests = [], []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("requestfinished", lambda r: requests.append(r.url))  # CSP-blocked ones fail
+            page.goto(page_path.resolve().as_uri())
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(500)
+            assert page.evaluate("document.documentElement.dataset.pwned") is None
+            assert dialogs == []
+            assert [u for u in requests if not u.startswith(("file:", "data:"))] == []
+            assert "评分说明" in page.content() or "softmax" in page.content()
+            # control: the detector sees a script that does run
+            control = browser.new_page()
+            control.set_content(f"<html><body>{WRITTEN}</body></html>")
+            control.wait_for_timeout(500)
+            assert control.evaluate("document.documentElement.dataset.pwned") is not None
+        finally:
+            browser.close()

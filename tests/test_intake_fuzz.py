@@ -1,0 +1,139 @@
+"""Intake never raises, whatever a notebook holds (hypothesis-generated malformed notebooks), and
+refuses links, devices, FIFOs and oversized files. Each case costs only that student's notebook."""
+import json
+import os
+import string
+
+import nbformat
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autograder import intake
+from autograder.intake import MAX_FILE_BYTES, META_TYPES, list_students, read_submission
+from autograder.reports import csv_safe
+from tests import grading_class as gc
+
+pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId", "ignore::UserWarning")
+KNOWN = [gc.NB]
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
+
+
+@st.composite
+def malformed(draw):
+    """The released notebook with wrong types in nbgrader fields, missing keys, duplicate ids/grade_ids."""
+    nb = json.loads(nbformat.writes(gc.release_nb()))
+    cells = nb["cells"]
+    graded = [i for i, c in enumerate(cells) if "nbgrader" in c["metadata"]]
+    for _ in range(draw(st.integers(1, 6))):
+        i = draw(st.sampled_from(graded))
+        meta = cells[i]["metadata"]
+        how = draw(st.sampled_from(["whole", "field", "drop", "dup_cell", "dup_id", "extra"]))
+        if how == "whole":
+            meta["nbgrader"] = draw(JSON)
+        elif how == "field" and isinstance(meta.get("nbgrader"), dict):
+            meta["nbgrader"][draw(st.sampled_from(sorted(META_TYPES)))] = draw(JSON)
+        elif how == "drop" and isinstance(meta.get("nbgrader"), dict) and meta["nbgrader"]:
+            meta["nbgrader"].pop(draw(st.sampled_from(sorted(meta["nbgrader"]))))
+        elif how == "dup_cell":
+            cells.insert(draw(st.integers(0, len(cells))), json.loads(json.dumps(cells[i])))
+        elif how == "dup_id":
+            cells[i]["id"] = cells[0]["id"] if draw(st.booleans()) else draw(JSON)
+        elif how == "extra":
+            meta["nbgrader"] = {"grade_id": draw(st.text(alphabet=string.printable, max_size=12)), "grade": True,
+                                "points": draw(st.one_of(st.floats(), st.integers(), st.text(max_size=3)))}
+    if draw(st.booleans()):
+        nb["metadata"]["kernelspec"] = draw(JSON)
+    return json.dumps(nb)
+
+
+def _well_formed(copy):
+    nb = nbformat.read(copy, as_version=4)
+    ids = [c.get("id") for c in nb.cells]
+    assert len(ids) == len(set(ids))
+    for c in nb.cells:
+        if "nbgrader" in c.metadata:
+            assert intake._meta_problem(c.metadata.nbgrader) is None, c.metadata.nbgrader
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(text=malformed())
+def test_malformed_metadata_never_raises(tmp_path_factory, text):
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "s").mkdir()
+    (root / "s" / f"{gc.NB}.ipynb").write_text(text, encoding="utf-8")
+    sub = read_submission(root / "s", KNOWN, root / "dest")
+    assert (gc.NB in sub.notebooks) != (gc.NB in sub.broken)
+    if gc.NB in sub.notebooks:
+        _well_formed(sub.notebooks[gc.NB])
+
+
+def test_the_reported_payloads_become_notes(tmp_path):
+    for k, meta in enumerate((["x"], "x", {"grade_id": ["a"], "grade": True}, {"points": "3", "grade_id": "q"})):
+        nb = gc.solved()
+        nb.cells[3].metadata["nbgrader"] = meta
+        folder = tmp_path / f"s{k}"
+        folder.mkdir()
+        (folder / f"{gc.NB}.ipynb").write_text(json.dumps(nb))
+        sub = read_submission(folder, KNOWN, tmp_path / f"d{k}")
+        assert gc.NB in sub.notebooks, sub.notes
+        assert any("元数据被改坏" in n for n in sub.notes), sub.notes
+        _well_formed(sub.notebooks[gc.NB])
+
+
+@pytest.mark.parametrize("case", ["bad_utf8", "deep", "many_cells", "not_json"])
+def test_unreadable_notebooks_score_zero(tmp_path, case):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    path = folder / f"{gc.NB}.ipynb"
+    if case == "bad_utf8":
+        path.write_bytes(nbformat.writes(gc.solved()).encode("utf-8").replace(b"softmax", b"soft\xff\xfemax", 1))
+    elif case == "deep":
+        nb = json.loads(nbformat.writes(gc.solved()))
+        path.write_text(json.dumps(nb)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif case == "many_cells":
+        nb = gc.solved()
+        nb.cells += [nbformat.v4.new_code_cell("pass") for _ in range(20_000)]
+        nbformat.write(nb, path)
+    else:
+        path.write_text("{ not json")
+    sub = read_submission(folder, KNOWN, tmp_path / "dest")
+    assert gc.NB in sub.broken and gc.NB not in sub.notebooks
+    assert any("无法读取" in n and "0 分" in n for n in sub.notes), sub.notes
+
+
+def test_links_special_and_big_files_are_refused(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-FIRST-LINE\n")
+    folder = tmp_path / "s"
+    folder.mkdir()
+    os.symlink(secret, folder / f"{gc.NB}.ipynb")
+    os.mkfifo(folder / "02_scaled_dot_product.ipynb")
+    (folder / "03_masks.ipynb").write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    (folder / "sub").mkdir()
+    os.symlink("/etc", folder / "sub" / "etc")
+    known = [gc.NB, "02_scaled_dot_product", "03_masks"]
+    sub = read_submission(folder, known, tmp_path / "dest")
+    assert sub.notebooks == {} and set(sub.broken) == set(known)
+    text = "\n".join(sub.notes)
+    assert "SECRET" not in text
+    assert "符号链接" in text and "不是普通文件" in text and "MB" in text and "sub/etc" in text
+
+
+def test_submissions_folder_entries_are_not_followed(tmp_path):
+    subs = tmp_path / "class"
+    (subs / "alice").mkdir(parents=True)
+    os.symlink(tmp_path, subs / "linked")
+    (subs / "stray.txt").write_text("x")
+    folders, notes = list_students(subs)
+    assert [f.name for f in folders] == ["alice"]
+    assert any("linked" in n and "符号链接" in n for n in notes) and any("stray.txt" in n for n in notes)
+
+
+def test_csv_cells_that_look_like_formulas_are_neutralised():
+    for text in ('=HYPERLINK("http://x","y")', "+1", "-2+3", "@SUM(A1)", "\tx"):
+        assert csv_safe(text) == "'" + text
+    assert csv_safe("alice") == "alice" and csv_safe("1.5") == "1.5"

@@ -54,17 +54,33 @@ def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
     nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
-    result = {"success": True}
-    if not feedback_only:
-        result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
-        if not result["success"]:  # a grader-side hiccup (e.g. a slow kernel start): try once more
-            result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+    result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
     feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     if feedback["success"]:
         _finish_nbgrader_feedback(work, student)
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
-            "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"],
+            "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"], "failed": failed,
             "seconds": time.monotonic() - started}
+
+
+def _autograde(nbg, work, student):
+    """nbgrader autograde; when it fails, once more (a slow kernel start), then notebook by notebook,
+    so a notebook that breaks grading costs only itself. Returns (result, notebooks that failed)."""
+    result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+    if not result["success"]:
+        result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+    if result["success"]:
+        return result, []
+    names = sorted(p.stem for p in (Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    failed = []
+    for name in names:
+        nbg.coursedir.notebook_id = name
+        one = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
+        if not one["success"]:
+            failed.append(name)
+            result = one
+    nbg.coursedir.notebook_id = "*"
+    return {**result, "success": len(failed) < len(names)}, failed
 
 
 def _write_feedback(work, gen, student, rec, notebooks):
@@ -250,9 +266,15 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     t0 = time.monotonic()
     results = _run_pool(work, jobs, tasks, seed, sandbox, timeout, log)
     for sid, res in results.items():
-        if not res["success"] and not tasks[sid]:
+        if tasks[sid]:
+            continue
+        if not res["success"]:
             records[sid]["ok"] = False
             records[sid]["notes"].append("自动评分没有完成（评分系统错误），请联系助教。")
+        for name in res.get("failed", []):
+            records[sid]["notebooks"].remove(name)
+            records[sid]["broken"][name] = "评分这本笔记本时出错"
+            records[sid]["notes"].append(f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。")
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
     _write_results(gen, work, records, notebooks, set(tasks), results)
@@ -281,7 +303,12 @@ def _write_results(gen, work, records, notebooks, rendered, results):
     (gen / "feedback").mkdir(exist_ok=True)
     for sid, rec in records.items():
         if sid in rendered or not (gen / "feedback" / sid).is_dir():
-            _write_feedback(work, gen, sid, rec, notebooks)
+            try:
+                _write_feedback(work, gen, sid, rec, notebooks)
+            except Exception as exc:  # one student's page must not stop the others'
+                rec["notes"].append(f"反馈页面生成失败（{type(exc).__name__}），请联系助教。")
+                rec["gradebook"] = None  # remade next run
+                _write_feedback(work, gen, sid, {**rec, "ok": False, "notebooks": []}, notebooks)
 
 
 def _read_rows(gen):

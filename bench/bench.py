@@ -3,6 +3,8 @@
 1. Each solution notebook executed top to bottom with nbclient, kernel start included.
 2. Grading one full submission vs plainly executing the same notebooks (ratio; target ≤ 1.5).
 3. A class of 8 graded with --jobs 2 vs --jobs 1 (ratio; target ≤ 0.65).
+4. The same OUT graded again after one late student joined (incremental: the 8 are skipped) vs the
+   first run (ratio; a small fraction).
 """
 import shutil
 import sys
@@ -28,8 +30,8 @@ def run_notebook(path):
     return time.perf_counter() - t
 
 
-def make_class(root, n):
-    for i in range(n):
+def make_class(root, n, first=0):
+    for i in range(first, first + n):
         folder = root / f"student{i:02d}"
         folder.mkdir(parents=True)
         for name in available_notebooks():
@@ -60,6 +62,9 @@ def main():
         serial = timed_grade(tmp / "eight", tmp / "out8a", 1)
         parallel = timed_grade(tmp / "eight", tmp / "out8b", 2)
         print(f"3. 8 名学生：--jobs 1 {serial:.1f} s，--jobs 2 {parallel:.1f} s；比值 {parallel / serial:.2f}（目标 ≤ 0.65）")
+        make_class(tmp / "eight", 1, first=8)  # a late submission into the same class
+        late = timed_grade(tmp / "eight", tmp / "out8b", 2)
+        print(f"4. 再评一次（多了 1 名迟交的学生，其余 8 名跳过）：{late:.1f} s；与第一次（--jobs 2）之比 {late / parallel:.2f}")
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@ import csv
 import json
 import os
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.grade import grade
 from autograder.reports import graded_cells
 from tests import grading_class as gc
@@ -27,6 +29,14 @@ display(Markdown('<img src=y onerror="{MARK.format(8)}"> [z](javascript:{MARK.fo
 display(Javascript("{MARK.format(10)}"))
 display(SVG('<svg xmlns="http://www.w3.org/2000/svg" onload="{MARK.format(11)}"></svg>'))
 print("RICH-RAN")
+"""
+
+
+NB2 = "02_scaled_dot_product"
+JUDGE_CRASH = """import pkgutil
+_r = pkgutil.resolve_name("autograder.kernel.runner")
+_bad = {"softmax": "x", "self_attention": "x", "score_diagnostics": "x"}
+_r.run_cases = lambda gid, ns, hidden=False, seed=None: {"grade_id": gid, "hidden": hidden, "results": [], "origins": _bad}
 """
 
 
@@ -55,6 +65,9 @@ def build(root, outside):
         nb = json.loads(nbformat.writes(gc.solved()))
         nb["cells"][gc.index(gc.solved(), "softmax")]["metadata"]["nbgrader"] = meta
         put(name, raw=json.dumps(nb))
+    # a crafted probe payload that breaks the judge of notebook 01; notebook 02 must still count
+    folder = put("judge_crash", gc.added(gc.solved(), "softmax", JUDGE_CRASH))
+    shutil.copy(SOURCE_DIR / ASSIGNMENT / f"{NB2}.ipynb", folder / f"{NB2}.ipynb")
     put("bad_utf8").joinpath(f"{gc.NB}.ipynb").write_bytes(b'{"cells": [\xff\xfe]}')
     # finding 7: live markup in a written answer and in rich outputs; a page-sized flood of HTML
     nb = _raw(gc.solved(), "q1_two_problems", WRITTEN)
@@ -90,8 +103,8 @@ def graded(tmp_path_factory):
     return {"out": out, "rows": rows, "log": "\n".join(log)}
 
 
-def points(rows, student):
-    got = [(float(r[3]), float(r[4])) for r in rows[1:] if r[0] == student and r[1] == gc.NB]
+def points(rows, student, name=gc.NB):
+    got = [(float(r[3]), float(r[4])) for r in rows[1:] if r[0] == student and r[1] == name]
     return sum(g for g, _ in got), sum(m for _, m in got)
 
 
@@ -129,6 +142,14 @@ class LiveMarkup(HTMLParser):
         for key, value in attrs:
             if key.startswith("on") or (value or "").strip().lower().startswith("javascript:"):
                 self.found.append(f"{tag} {key}={value}")
+
+
+def test_a_notebook_that_breaks_grading_costs_only_itself(graded):
+    """Whatever the judge makes of a forged payload, notebook 02 of the same student keeps its marks."""
+    full2 = sum(p for _, p in graded_cells(NB2)[0])
+    assert points(graded["rows"], "judge_crash", NB2) == (full2, full2)
+    assert points(graded["rows"], "judge_crash")[0] < FULL
+    assert points(graded["rows"], "honest") == (FULL, FULL)
 
 
 def test_feedback_pages_carry_no_live_student_markup(graded):

@@ -231,6 +231,13 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
         output.lock()
     except OutputBusy as exc:
         raise GradingError(str(exc)) from exc
+    try:
+        return _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students)
+    finally:
+        output.unlock()
+
+
+def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students):
     prev = output.previous()
     previous_state = read_state(prev) if prev is not None and prev != output.out else {}
     version = grader_version()

@@ -64,12 +64,18 @@ class Output:
         self._lock = None
 
     def lock(self):
-        """One run at a time per OUT."""
+        """One run at a time per OUT (released by unlock() or when the process ends)."""
         self._lock = open(self.out / ".lock", "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
+            self.unlock()
             raise OutputBusy(f"另一个评分进程正在写 {self.out}") from exc
+
+    def unlock(self):
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def previous(self):
         """The folder holding the current results (a generation, or an old-style OUT), or None."""

@@ -165,3 +165,18 @@ def test_an_old_style_output_folder_is_taken_over(history, tmp_path):
     assert (old / "nbgrader").is_symlink() and (old / "grades.csv").is_symlink()
     assert manual_in_gradebook(old) == (1.0, 0.5, "写得好")
     assert {r["student_id"] for r in table(old, "grades.csv")} >= {"alice"}
+
+
+def test_one_run_at_a_time_per_output_folder(tmp_path):
+    from autograder.grade import GradingError
+    from autograder.outdir import Output
+
+    put(tmp_path / "class", "alice", gc.solved())
+    holder = Output(tmp_path / "out")
+    holder.lock()
+    try:
+        with pytest.raises(GradingError, match="另一个评分进程"):
+            grade(tmp_path / "class", tmp_path / "out", log=lambda *_: None)
+    finally:
+        holder.unlock()
+    assert not (tmp_path / "out" / "grades.csv").exists()

@@ -143,6 +143,17 @@ def _meta_problem(meta):
     return None
 
 
+def _nbgrader_problem(cell):
+    """What nbgrader's own cell-metadata validator says (missing keys, markdown grade cells …)."""
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    try:
+        MetadataValidator().validate_cell(cell)
+    except Exception as exc:
+        return f"nbgrader 拒绝：{type(exc).__name__}"
+    return None
+
+
 def normalise(name, nb, source):
     """Make `nb` safe for nbgrader: well-typed nbgrader metadata, unique cell ids, the course's kernel.
     Returns notes; cells whose nbgrader metadata is broken lose it (nbgrader then restores protected cells)."""
@@ -152,7 +163,7 @@ def normalise(name, nb, source):
     seen_ids = set()
     for i, cell in enumerate(nb.cells):
         if "nbgrader" in cell.metadata:
-            why = _meta_problem(cell.metadata["nbgrader"])
+            why = _meta_problem(cell.metadata["nbgrader"]) or _nbgrader_problem(cell)
             if why:
                 del cell.metadata["nbgrader"]
                 notes.append(f"{name}：第 {i + 1} 个单元格的 nbgrader 元数据被改坏了（{why}），已忽略这份元数据。")

@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from nbgrader.nbgraderformat import MetadataValidator
 
 from autograder import intake
 from autograder.intake import MAX_FILE_BYTES, META_TYPES, list_students, read_submission
@@ -56,6 +57,7 @@ def _well_formed(copy):
     for c in nb.cells:
         if "nbgrader" in c.metadata:
             assert intake._meta_problem(c.metadata.nbgrader) is None, c.metadata.nbgrader
+    MetadataValidator().validate_nb(nb)  # what nbgrader checks before grading
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

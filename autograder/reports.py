@@ -1,7 +1,8 @@
 """The CSV files of a grading run, read from the gradebook (so hand grading shows up in them).
 
 grades.csv         one row per test cell of each submitted notebook (automatic points);
-manual_grades.csv  one row per hand-graded written answer: manual score and comment;
+manual_grades.csv  one row per hand-graded written answer: manual score, comment, and whether
+                   nbgrader asks for (re)grading it;
 totals.csv         one row per student: automatic + manual + extra credit = total (what to import).
 Every text cell that a spreadsheet would read as a formula is neutralised.
 """
@@ -83,7 +84,8 @@ def build(gb, records, notebooks):
                 grade = _find(gb, "grade", grade_id, name, student) if graded else None
                 comment = _find(gb, "comment", grade_id, name, student) if graded else None
                 score = grade.manual_score if grade else None
-                needs = grade is not None and score is None
+                # nbgrader's own flag: not graded yet, or graded before a resubmission (to review)
+                needs = bool(grade is not None and grade.needs_manual_grade)
                 waiting += needs
                 hand_sum += float(score or 0.0)
                 extra += float(grade.extra_credit or 0.0) if grade else 0.0

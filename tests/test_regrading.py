@@ -40,6 +40,7 @@ def hand_grade(out, score, comment, extra):
     with Gradebook(f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}") as gb:
         g = gb.find_grade(WRITTEN, gc.NB, "w1d1", "alice")
         g.manual_score, g.extra_credit = score, extra
+        g.needs_manual_grade = False  # what formgrader does when a score is entered
         gb.find_comment(WRITTEN, gc.NB, "w1d1", "alice").manual_comment = comment
         gb.db.commit()
 

@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.feedback_page import MAX_PAGE_BYTES, SafeOutputs, finish_page
 from autograder.grade import grade
 from autograder.reports import graded_cells
 from tests import grading_class as gc
@@ -23,7 +24,8 @@ SECRET = "root:x:0:0:W1D1-SECRET-FIRST-LINE"
 MARK = "document.documentElement.dataset.pwned={}"  # no quotes: it nests in HTML and Python strings
 WRITTEN = f"""<img src=x onerror="{MARK.format(1)}"><script>{MARK.format(2)}</script>
 <svg onload="{MARK.format(3)}"></svg> [x](javascript:{MARK.format(4)}) ![y](javascript:{MARK.format(5)})"""
-RICH = f"""from IPython.display import HTML, Markdown, Javascript, SVG, display
+RICH = f"""
+from IPython.display import HTML, Markdown, Javascript, SVG, display
 display(HTML('<script>{MARK.format(6)}</script><img src=x onerror="{MARK.format(7)}">'))
 display(Markdown('<img src=y onerror="{MARK.format(8)}"> [z](javascript:{MARK.format(9)})'))
 display(Javascript("{MARK.format(10)}"))
@@ -66,15 +68,14 @@ def build(root, outside):
         nb["cells"][gc.index(gc.solved(), "softmax")]["metadata"]["nbgrader"] = meta
         put(name, raw=json.dumps(nb))
     # a crafted probe payload that breaks the judge of notebook 01; notebook 02 must still count
-    folder = put("judge_crash", gc.added(gc.solved(), "softmax", JUDGE_CRASH))
+    folder = put("judge_crash", gc.solved(softmax=gc._answers()["softmax"] + JUDGE_CRASH))
     shutil.copy(SOURCE_DIR / ASSIGNMENT / f"{NB2}.ipynb", folder / f"{NB2}.ipynb")
     put("bad_utf8").joinpath(f"{gc.NB}.ipynb").write_bytes(b'{"cells": [\xff\xfe]}')
-    # finding 7: live markup in a written answer and in rich outputs; a page-sized flood of HTML
-    nb = _raw(gc.solved(), "q1_two_problems", WRITTEN)
-    nb = gc.added(nb, "softmax", RICH)
-    for k in range(30):
-        flood = f"from IPython.display import HTML, display\ndisplay(HTML('<p>{k}' + 'A' * 90_000 + '</p>'))"
-        nb = gc.added(nb, "test_softmax__hidden", flood)
+    # finding 7: live markup in a written answer and in rich outputs (answer cells run while grading);
+    # as much HTML as the output limits let through
+    flood = "for k in range(40):\n    display(HTML(f'<p>{k}' + 'A' * 60_000 + '</p>'))\n"
+    nb = _raw(gc.solved(softmax=gc._answers()["softmax"] + RICH,
+                        self_attention=gc._answers()["self_attention"] + RICH + flood), "q1_two_problems", WRITTEN)
     put("xss", nb)
     # finding 8: a formula as a student id; links, FIFOs and big files at intake
     put(FORMULA, gc.solved())
@@ -168,7 +169,26 @@ def test_feedback_page_stays_under_two_megabytes(graded):
     out = graded["out"]
     for page in (out / "feedback").rglob("*.html"):
         assert page.stat().st_size < 2_000_000, page
-    assert "输出太大" in feedback(graded, "xss")
+    assert feedback(graded, "xss").count("A" * 1000) >= 5  # the flood reached the page, cut to size
+
+
+def test_feedback_budget_cuts_outputs_and_sources():
+    """Whatever reaches the feedback step (limits changed, a notebook graded elsewhere) fits on a page."""
+    nb = gc.solved()
+    big = nbformat.v4.new_output("display_data", data={"text/html": "<p>" + "A" * 200_000 + "</p>",
+                                                       "application/javascript": "alert(1)"})
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [big] * 3
+    nb.cells.append(nbformat.v4.new_markdown_cell("B" * 5_000_000))
+    out, _ = SafeOutputs().preprocess(nb, {})
+    assert len(nbformat.writes(out)) < MAX_PAGE_BYTES
+    shown = [o for c in out.cells if c.cell_type == "code" for o in c.outputs]
+    assert any("输出太大" in o.get("text", "") for o in shown)
+    assert all("application/javascript" not in o.get("data", {}) for o in shown)
+    assert out.cells[-1].source.endswith("反馈里只显示开头）")
+    page = finish_page("<html><head></head><body>" + "C" * 3_000_000 + "</body></html>", ["注意"])
+    assert len(page.encode()) < MAX_PAGE_BYTES and "注意" in page and "Content-Security-Policy" in page
 
 
 def test_grades_csv_neutralises_formulas(graded):

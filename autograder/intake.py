@@ -4,6 +4,7 @@ Each problem becomes a Chinese note for the student's feedback and the instructo
 nothing here stops the rest of the class from being graded. Only regular files are read, never
 through a symlink: links, devices, FIFOs and oversized files are refused (a note, that notebook 0).
 """
+import copy
 import hashlib
 import math
 import os
@@ -154,16 +155,24 @@ def _nbgrader_problem(cell):
     return None
 
 
-def normalise(name, nb, source):
+def normalise(name, nb, release):
     """Make `nb` safe for nbgrader: well-typed nbgrader metadata, unique cell ids, the course's kernel.
-    Returns notes; cells whose nbgrader metadata is broken lose it (nbgrader then restores protected cells)."""
+    A cell carrying a released grade_id gets the released metadata back (nbgrader restores its type and
+    source); any other broken nbgrader metadata is dropped (nbgrader then restores protected cells).
+    Returns notes."""
     notes = []
-    nb.metadata = nbformat.from_dict({k: source.metadata[k] for k in ("kernelspec", "language_info")
-                                      if k in source.metadata})
+    released = {_grade_id(c): c.metadata["nbgrader"] for c in release.cells if _grade_id(c)}
+    nb.metadata = nbformat.from_dict({k: release.metadata[k] for k in ("kernelspec", "language_info")
+                                      if k in release.metadata})
     seen_ids = set()
     for i, cell in enumerate(nb.cells):
         if "nbgrader" in cell.metadata:
-            why = _meta_problem(cell.metadata["nbgrader"]) or _nbgrader_problem(cell)
+            why = _meta_problem(cell.metadata["nbgrader"])
+            gid = None if why else cell.metadata["nbgrader"].get("grade_id")
+            if gid in released:
+                cell.metadata["nbgrader"] = copy.deepcopy(released[gid])
+            elif not why:
+                why = _nbgrader_problem(cell)
             if why:
                 del cell.metadata["nbgrader"]
                 notes.append(f"{name}：第 {i + 1} 个单元格的 nbgrader 元数据被改坏了（{why}），已忽略这份元数据。")
@@ -237,8 +246,8 @@ def _dedupe(nb):
     return nb
 
 
-def _sources(known):
-    return {n: nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb", as_version=4) for n in known}
+def _notebooks(folder, known):
+    return {n: nbformat.read(folder / ASSIGNMENT / f"{n}.ipynb", as_version=4) for n in known}
 
 
 REFUSED = {"symlink": "是符号链接", "special": "不是普通文件（设备、FIFO 或套接字）",
@@ -261,7 +270,7 @@ def read_submission(folder, known, dest):
 
 def _read_into(sub, folder, known, dest):
     dest.mkdir(parents=True, exist_ok=True)
-    sources = _sources(known)
+    sources, releases = _notebooks(SOURCE_DIR, known), _notebooks(RELEASE_DIR, known)
     source_ids = {n: set(_grade_ids(nb)) for n, nb in sources.items()}
     entries = scan(folder)
     quiet = QUIET | {p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir()}
@@ -277,7 +286,7 @@ def _read_into(sub, folder, known, dest):
                 sub.notes.append(f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。")
             continue
         try:
-            _take_notebook(sub, e, name, folder, known, sources, source_ids, dest)
+            _take_notebook(sub, e, name, folder, known, (sources, releases), source_ids, dest)
         except Exception as exc:  # one notebook's surprise costs that notebook only
             target = name if name in known else None
             if target:
@@ -288,7 +297,8 @@ def _read_into(sub, folder, known, dest):
         sub.notes.append("提交文件夹是空的。")
 
 
-def _take_notebook(sub, e, name, folder, known, sources, source_ids, dest):
+def _take_notebook(sub, e, name, folder, known, courses, source_ids, dest):
+    sources, releases = courses
     nb, error = _read(e.path)
     if name not in known:
         ids = set(_grade_ids(nb)) if nb is not None else set()
@@ -305,7 +315,7 @@ def _take_notebook(sub, e, name, folder, known, sources, source_ids, dest):
         sub.broken[name] = error
         sub.notes.append(f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。")
         return
-    sub.notes += normalise(name, nb, sources[name])
+    sub.notes += normalise(name, nb, releases[name])
     sub.notes += tamper_notes(name, nb, sources[name])
     target = dest / f"{name}.ipynb"
     nbformat.write(_dedupe(nb), target)

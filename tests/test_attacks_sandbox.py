@@ -191,6 +191,11 @@ def points(graded, student, exercise, notebook=NB):
     return sum(g for g, _ in got), sum(m for _, m in got)
 
 
+def full_marks(graded, student, exercise, notebook=NB):
+    got, total = points(graded, student, exercise, notebook)
+    return got == total > 0
+
+
 def autograded(graded, student):
     return nbformat.read(graded["out"] / "nbgrader" / "autograded" / student / ASSIGNMENT / f"{NB}.ipynb",
                          as_version=4)
@@ -220,9 +225,8 @@ def test_kernel_folder_is_private_and_forgotten(graded):
     assert sorted(p.name for p in (out / "feedback" / student).iterdir()) == [f"{NB}.html"]
     fb = (out / "feedback" / student / f"{NB}.html").read_text()
     assert "BEGIN SOLUTION" not in fb
-    assert points(graded, student, "softmax") == (4, 4)
-    assert all(points(graded, "honest", ex)[0] == points(graded, "honest", ex)[1] > 0
-               for ex in ("softmax", "self_attention", "score_diagnostics"))
+    assert full_marks(graded, student, "softmax")
+    assert all(full_marks(graded, "honest", ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
     # nothing in the kernel names the grader's disk
     cwd = re.search(r"CWD (\S+) PKG (\S+) PYTHONPATH (\S+)", text)
     assert cwd, text[:300]
@@ -242,8 +246,7 @@ def test_correct_styles_and_scratch_cells_keep_every_point(graded):
     """Finding 4: decorators, eval/compile methods, magics, `?`, globals(), prints, plots, a broken
     scratch cell: full marks."""
     for ex in ("softmax", "self_attention", "score_diagnostics"):
-        got, total = points(graded, "stylist", ex)
-        assert got == total > 0, ex
+        assert full_marks(graded, "stylist", ex), ex
 
 
 def test_every_output_counts(graded):
@@ -252,7 +255,7 @@ def test_every_output_counts(graded):
     assert nb_path.stat().st_size < 2_000_000
     assert (graded["out"] / "feedback" / "flooder" / f"{NB}.html").stat().st_size < 2_000_000
     assert "其余部分已丢弃" in text_of(autograded(graded, "flooder"))
-    assert points(graded, "flooder", "softmax") == (4, 4)
+    assert full_marks(graded, "flooder", "softmax")
 
 
 def test_limits_hold_for_a_greedy_kernel(graded):

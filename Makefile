@@ -11,16 +11,31 @@ JOBS ?= 2
 SUBMISSIONS ?= data/demo_class
 OUT ?= grading
 
-.PHONY: venv lab test release grade export bench html system-deps lint selftest checks
+STUDENT_STAMP := $(VENV)/.student-installed
+# what the student wheel is built from: its source, the helper modules, and the grader's answers to the public cases
+STUDENT_INPUTS := $(shell find student autograder/cases autograder/judge -name '*.py' -o -name '*.toml') \
+  solutions/w1d1/w1d1_viz.py solutions/w1d1/w1day1_checks.py
 
-venv: $(STAMP)
+.PHONY: venv lab test release grade export bench html system-deps lint selftest checks student-package
+
+venv: $(STAMP) $(STUDENT_STAMP)
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "is ignored: it is neither" || true
 	@$(PY) -c "import torch, nbgrader, jupyterlab" || { echo "install failed"; exit 1; }
-	@$(PY) -c "import sysconfig, os; open(os.path.join(sysconfig.get_paths()['purelib'], 'w1d1_course.pth'), 'w').write(os.getcwd() + '\n')"
 	@touch $(STAMP)
+
+# The venv runs what students run: the wheel, not the repo (no .pth puts the repo on a kernel's path).
+# The grader imports the package from student/ while building it (PYTHONPATH), the installed one after.
+student-package: $(STAMP)
+	PYTHONPATH=student $(PY) -m autograder student-package --out dist
+
+$(STUDENT_STAMP): $(STAMP) $(STUDENT_INPUTS)
+	@$(MAKE) --no-print-directory student-package
+	$(PY) -m pip install -q --no-deps --force-reinstall --disable-pip-version-check dist/w1d1_student-*.whl
+	@$(PY) -c "import sysconfig, os; p = os.path.join(sysconfig.get_paths()['purelib'], 'w1d1_course.pth'); os.path.exists(p) and os.remove(p)"
+	@touch $(STUDENT_STAMP)
 
 # Debian packages: bubblewrap confines student kernels while grading; chromium, a CJK and an emoji font
 # let the browser tests drive JupyterLab and show its Chinese text and ✅ marks.

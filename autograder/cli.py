@@ -17,6 +17,8 @@ def build_parser():
     g.add_argument("--no-sandbox", action="store_true", help="不用沙箱（危险：学生代码可读取答案与成绩库）")
     r = sub.add_parser("release", help="从 solutions/ 重新生成 notebooks/（nbgrader generate_assignment）")
     r.add_argument("--to", default=None, help="写到别的文件夹（默认 notebooks/）")
+    s = sub.add_parser("student-package", help="构建学生安装的 wheel（不含答案）到 dist/")
+    s.add_argument("--out", default="dist", help="输出文件夹（默认 dist/）")
     return p
 
 
@@ -30,6 +32,10 @@ def main(argv=None):
         from .release import release
 
         return release(args.to)
+    if args.command == "student-package":
+        from .student_package import main as package_main
+
+        return package_main(args.out)
     return 2
 
 

@@ -53,11 +53,12 @@ def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
     started = time.monotonic()
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
     os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
-    os.environ["W1D1_GRADER_SEED"] = str(seed)
-    os.environ["W1D1_NO_SANDBOX"] = "0" if sandbox else "1"
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
     nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
+    nbg.coursedir.config.SandboxKernelManager.grader_seed = seed
+    nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
+    nbg.coursedir.config.JudgeProbes.seed = seed
     result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
     feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     if feedback["success"]:

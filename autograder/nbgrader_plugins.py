@@ -5,7 +5,6 @@ Configured in nbgrader_config.py, so `nbgrader autograde` in this repo grades ex
 """
 import ast
 import json
-import os
 import time
 
 from jupyter_core.utils import ensure_async, run_sync
@@ -14,11 +13,11 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
+from w1d1_student import registry, wire
+from w1d1_student.cell_scope import grading_cells
 
 from . import provenance
 from .judge import judge_payload
-from .kernel import registry, wire
-from .kernel.cell_scope import grading_cells
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
@@ -229,8 +228,10 @@ def judge_cell(nb, cell, seed):
 class JudgeProbes(NbGraderPreprocessor):
     """Replace every autograder test cell's outputs by the grader's own verdict."""
 
+    seed = Integer(0, help="Seed of the check cases (the same as SandboxKernelManager.grader_seed).").tag(config=True)
+
     def preprocess(self, nb, resources):
-        seed = int(os.environ.get("W1D1_GRADER_SEED", "0"))
+        seed = self.seed
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
                 passed, message = judge_cell(nb, cell, seed)

@@ -1,15 +1,16 @@
 """Confined student kernels: bubblewrap + resource limits, talking over unix sockets (ipc).
 
-Each kernel sees the Python environment read-only, the kernel side of the autograder read-only
-(mounted at a neutral path), and a private working folder: a size-capped tmpfs filled with copies
-of the submission's regular files. Nothing the kernel writes there survives it, so the grader never
-reads or writes a file a kernel left behind. The companion script and the reference implementation
+Each kernel sees the Python environment read-only (with the student package, which holds no
+answers), this run's case file read-only (at a neutral path, inputs only), and a private working
+folder: a size-capped tmpfs filled with copies of the submission's regular files. Nothing the
+kernel writes there survives it, so the grader never reads or writes a file a kernel left behind. The companion script and the reference implementation
 are not visible at all: wherever the grader's Python would find them, the sandbox shows a stub.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
 """
 import functools
 import importlib.util
+import json
 import os
 import random
 import shutil
@@ -24,11 +25,11 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
+from w1d1_student.runner import CASES_ENV
 
 from . import cgroup_limits
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-KERNEL_ROOT = "/opt/w1d1"                 # the kernel side of the autograder, inside the sandbox
+CASE_FILE = "/opt/w1d1/cases.json"        # this run's cases, inside the sandbox
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
 INBOX = f"{HOME}/.submission"             # read-only copies the working folder is filled from
@@ -139,7 +140,24 @@ def _tool(name):
     return path
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, seed=0, own_uid=None, uid=None):
+def case_file_args(case_file):
+    """bwrap arguments that show the kernel this run's case file, read-only, and tell it where."""
+    if case_file is None:
+        return []
+    return ["--ro-bind", str(case_file), CASE_FILE, "--setenv", CASES_ENV, CASE_FILE]
+
+
+def write_case_file(folder, seed):
+    """The cases of every check for `seed` (inputs only, no answers), as JSON in `folder`."""
+    from .judge import case_file_data
+
+    path = Path(folder) / "cases.json"
+    path.write_text(json.dumps(case_file_data(seed), separators=(",", ":")), encoding="utf-8")
+    path.chmod(0o644)
+    return path
+
+
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None):
     """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root)."""
     limits = limits or Limits()
     own_uid = own_uid_works() if own_uid is None else own_uid
@@ -168,18 +186,14 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, seed=0, own_uid=None,
             args += ["--tmpfs", path]
         else:
             args += ["--ro-bind", str(stub) if stub.exists() else "/dev/null", path]
-    # only the kernel side of the autograder, at a path that says nothing about the grader's disk
-    kernel_pkg = PACKAGE_DIR / "kernel"
-    args += ["--ro-bind", str(PACKAGE_DIR / "__init__.py"), f"{KERNEL_ROOT}/autograder/__init__.py",
-             "--ro-bind", str(kernel_pkg), f"{KERNEL_ROOT}/autograder/kernel"]
+    args += case_file_args(case_file)
     if inbox is not None:
         args += ["--ro-bind", str(inbox), INBOX]
     if runtime_dir is not None:
         args += ["--bind", str(runtime_dir), str(runtime_dir)]
     args += ["--chdir", WORKDIR,
              "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "MPLBACKEND", "agg",
-             "--setenv", "W1D1_GRADING", "1", "--setenv", "W1D1_SEED", str(seed),
-             "--setenv", "PYTHONPATH", KERNEL_ROOT, "--setenv", "OMP_NUM_THREADS", "1",
+             "--setenv", "W1D1_GRADING", "1", "--unsetenv", "PYTHONPATH", "--setenv", "OMP_NUM_THREADS", "1",
              "--unsetenv", "JPY_SESSION_NAME", "--unsetenv", "JPY_PARENT_PID",
              "--remount-ro", "/", "--"]
     if runtime_dir is not None:
@@ -276,16 +290,12 @@ class SandboxKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
         # never block on messages queued for a dead kernel (a killed kernel must not hang the grader)
         self.context.setsockopt(zmq.LINGER, 0)
-        seed = os.environ.get("W1D1_GRADER_SEED")
-        if seed is not None:
-            self.grader_seed = int(seed)
-        if os.environ.get("W1D1_NO_SANDBOX") == "1":
-            self.sandbox = False
         # absolute, short socket paths in a folder of this kernel's own: unix socket paths must stay
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
         self._inbox = self._cgroup = None
-        self._leftovers = [runtime]
+        self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))
+        self._leftovers = [runtime, self._case_dir]
         weakref.finalize(self, _remove_all, self._leftovers)  # a kernel that failed to start leaves nothing
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
@@ -296,6 +306,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if "-f" in cmd:  # the grader's python, quiet banner
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL"]
         env = dict(kw.get("env") or os.environ)
+        case_file = write_case_file(self._case_dir, self.grader_seed)
         if self.sandbox:
             source = Path(kw.get("cwd") or os.getcwd()).resolve()
             if self._inbox is None:
@@ -308,14 +319,14 @@ class SandboxKernelManager(AsyncKernelManager):
                     os.chown(p, uid, uid)
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
                                 Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
-                                seed=self.grader_seed, own_uid=uid is not None, uid=uid)
+                                case_file=case_file, own_uid=uid is not None, uid=uid)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
                 self._leftovers.append(self._cgroup)
                 cmd = self._cgroup.wrap(cmd)
             kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
         else:
-            env.update({"W1D1_GRADING": "1", "W1D1_SEED": str(self.grader_seed), "MPLBACKEND": "agg"})
+            env.update({"W1D1_GRADING": "1", CASES_ENV: str(case_file), "MPLBACKEND": "agg"})
         kw["env"] = env
         return cmd, kw
 

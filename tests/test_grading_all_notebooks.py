@@ -5,10 +5,10 @@ import shutil
 
 import nbformat
 import pytest
+from w1d1_student import registry
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR, available_notebooks
 from autograder.grade import grade
-from autograder.kernel import registry
 
 
 def importing_answers(name):

@@ -1,7 +1,10 @@
 """The grader's own references agree with each other (analytic, autograd, finite differences)."""
 import numpy as np
+from w1d1_student.engine import compare
+from w1d1_student.judges.nb02_scaled_dot_product import independent_checks
 
-from autograder.judge import ex02
+from autograder.judge import nb02_scaled_dot_product as ex02
+from autograder.judge import with_answers
 
 
 def test_backward_references_agree():
@@ -20,16 +23,15 @@ def test_independent_check_catches_a_wrong_gradient():
     g = np.random.default_rng(4)
     case = {"stage": "t", "Q": g.normal(size=(3, 2)), "K": g.normal(size=(3, 2)), "V": g.normal(size=(3, 2)),
             "dY": g.normal(size=(3, 2)), "mask": None}
+    (answered,) = with_answers("attention_backward", [case])
     good = ex02.autograd_grads(case)
-    assert ex02._independent_checks(case, {"out": good}) is None
+    assert independent_checks(answered, {"out": good}) is None
     bad = {**good, "dK": good["dK"] * 1.01}
-    assert ex02._independent_checks(case, {"out": bad}) is not None
+    assert independent_checks(answered, {"out": bad}) is not None
 
 
 def _verdict_for(got, want):
     """compare() on one case whose reference is `want` and whose student output is `got`."""
-    from autograder.judge.core import compare
-
     results = [{"ok": True, "out": {"y": np.asarray(got)}}]
     return compare([{"stage": "t"}], results, lambda case: {"y": np.asarray(want)}, ["y"])
 

@@ -9,8 +9,10 @@ import struct
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from w1d1_student.runner import CASES_ENV
 
-from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
+from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR, available_notebooks
+from autograder.judge import case_file_data
 from autograder.nbgrader_plugins import check_calls
 from tests.explorer_calls import explorer_calls
 
@@ -25,7 +27,9 @@ def execute(path, cwd):
     nb = nbformat.read(path, as_version=4)
     calls = [call for c in nb.cells if c.cell_type == "code" for call in explorer_calls(c.source)]
     nb.cells += [nbformat.v4.new_code_cell(f"{call}\nplt.show()", metadata={"explorer_call": call}) for call in calls]
-    probe = nbformat.v4.new_code_cell("from tests import figure_probe\nfigure_probe.install()", metadata={"probe": 1})
+    # the kernel sees the student package, not the repo: the probe alone comes from tests/
+    probe = nbformat.v4.new_code_cell(f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom tests import figure_probe\n"
+                                      "figure_probe.install()\nsys.path.pop(0)", metadata={"probe": 1})
     report = nbformat.v4.new_code_cell("import json\nprint(json.dumps(figure_probe.UNLABELLED))", metadata={"probe": 1})
     nb.cells = [probe] + nb.cells + [report]
     os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend draws the figures
@@ -34,8 +38,17 @@ def execute(path, cwd):
     return nb
 
 
+@pytest.fixture(scope="module")
+def case_file(tmp_path_factory):
+    """The cases of seed 0 with the grader's answers: the hidden checks can be judged in the kernel too."""
+    path = tmp_path_factory.mktemp("cases") / "cases.json"
+    path.write_text(json.dumps(case_file_data(0, answers=True)), encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("name", available_notebooks())
-def test_solution_notebook_runs_clean(name):
+def test_solution_notebook_runs_clean(name, case_file, monkeypatch):
+    monkeypatch.setenv(CASES_ENV, str(case_file))
     nb = execute(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", SOURCE_DIR / ASSIGNMENT)
     unlabelled = json.loads(nb.cells[-1].outputs[0].text)
     assert unlabelled == [], f"{name}: axes without labels: {unlabelled}"

@@ -1,10 +1,10 @@
 """Static answer checks: what counts as answering in one's own cell."""
 import nbformat
 import pytest
+from w1d1_student import registry
 
 from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
-from autograder.kernel import registry
 
 
 @pytest.mark.parametrize("name", available_notebooks())

@@ -1,4 +1,112 @@
-"""Grader side: verdicts from plain data, in the grader's own process."""
-from .core import Verdict, judge_payload
+"""Grader side of the checks: the cases, the answers, and verdicts in the grader's own process.
 
-__all__ = ["Verdict", "judge_payload"]
+For each notebook, `autograder/cases/<topic>.py` makes the cases from the run's seed and
+`autograder/judge/<topic>.py` holds ORACLES: per exercise, name -> function(case) giving the
+float64 reference or the output of one known bug. The verdict itself comes from the student
+package's judge, which reads those answers from `case["_oracle"]` — the same code that judges a
+public check at home, where the answers were precomputed as data (`autograder.student_package`).
+"""
+import importlib
+import json
+from collections.abc import Mapping
+
+import numpy as np
+from w1d1_student import registry, wire
+from w1d1_student.runner import judge
+
+
+def _module(kind, grade_id):
+    return importlib.import_module(f"autograder.{kind}.{registry.topic(grade_id)}")
+
+
+def _plain(value):
+    """numpy scalars become Python numbers: a case reads the same in the kernel and here."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def as_data(value):
+    """JSON-ready plain data (wire encoding) of cases, or of cases with their answers."""
+    return wire.encode(_plain(value))
+
+
+def make_cases(grade_id, seed, hidden):
+    """The cases of one check as the kernel will see them (plain data, after a trip through JSON)."""
+    cases = _module("cases", grade_id).CASES[grade_id](seed=int(seed), hidden=bool(hidden))
+    return wire.decode(json.loads(json.dumps(as_data(cases))))
+
+
+class Oracle(Mapping):
+    """The answers on one case, computed when first asked for; a function that fails has no answer."""
+
+    def __init__(self, case, table):
+        self._case, self._table, self._done = case, table, {}
+
+    def __getitem__(self, name):
+        if name not in self._done:
+            try:
+                self._done[name] = self._table[name](self._case)
+            except Exception:  # a bug that does not apply to this case (or an unknown name)
+                self._done[name] = KeyError(name)
+        value = self._done[name]
+        if isinstance(value, KeyError):
+            raise value
+        return value
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self):
+        return len(self._table)
+
+
+def with_answers(grade_id, cases):
+    """Copies of the cases, each with its `_oracle` (lazy: only what the judge asks for is computed)."""
+    table = _module("judge", grade_id).ORACLES[grade_id]
+    out = []
+    for case in cases:
+        plain = {k: v for k, v in case.items() if k != "_oracle"}
+        out.append({**plain, "_oracle": Oracle(plain, table)})
+    return out
+
+
+def answered(grade_id, cases):
+    """Copies of the cases with every answer that applies to each, as plain data (for a file)."""
+    out = []
+    for case in with_answers(grade_id, cases):
+        oracle, answers = case["_oracle"], {}
+        for name in oracle:
+            try:
+                answers[name] = oracle[name]
+            except KeyError:
+                pass
+        out.append({**case, "_oracle": answers})
+    return out
+
+
+def case_file_data(seed, answers=False):
+    """{grade_id: {"public": cases, "hidden": cases}} of one seed: what a kernel runs while grading.
+    With `answers` (never while grading) each case also carries the grader's answers, so the
+    checks can be judged right in the kernel, hidden ones included (tests of the notebooks)."""
+    def cases(gid, kind):
+        made = make_cases(gid, seed, kind == "hidden")
+        return as_data(answered(gid, made) if answers else made)
+
+    return {gid: {kind: cases(gid, kind) for kind in ("public", "hidden")} for gid in registry.NOTEBOOK_OF}
+
+
+def judge_payload(payload, seed):
+    """Judge one probe payload against the cases of this grading run's seed."""
+    grade_id = payload.get("grade_id")
+    try:
+        cases = make_cases(grade_id, seed, payload.get("hidden"))
+    except KeyError as exc:
+        from w1d1_student.engine import fail
+
+        return fail(str(exc))
+    return judge(grade_id, with_answers(grade_id, cases), payload.get("results"))

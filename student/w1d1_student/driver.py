@@ -8,11 +8,9 @@ import numpy as np
 @dataclass(frozen=True)
 class Driver:
     """`names`: the definitions the answer cell must hold.
-    `cases(seed, hidden)`: list of dicts (plain data; each has a Chinese "stage" label).
-    `run(ns, case)`: runs the student's code from namespace `ns` on one case and returns a dict
-    of plain outputs (numpy arrays, numbers, strings)."""
+    `run(ns, case)`: runs the student's code from namespace `ns` on one case (a dict of plain data
+    the grader made) and returns a dict of plain outputs (numpy arrays, numbers, strings)."""
     names: tuple
-    cases: Callable
     run: Callable
 
 
@@ -24,11 +22,6 @@ def lookup(ns, name):
     if name not in ns:
         raise MissingDefinition(f"没有找到 `{name}` 的定义：先运行你的答案单元格")
     return ns[name]
-
-
-def rng(seed, salt):
-    """A generator that depends on the run's seed and on the exercise, never on global state."""
-    return np.random.default_rng([int(seed), sum(ord(c) * 131 ** i for i, c in enumerate(salt)) % 2**32])
 
 
 def to_numpy(x):

@@ -5,7 +5,7 @@ that differs: a mask as a grid of · (kept) and ✗ (blocked), a tensor as its f
 """
 import numpy as np
 
-from .core import PASS, fail, fmt
+from ..engine import PASS, fail, fmt, known
 
 INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
 OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
@@ -144,69 +144,34 @@ def _mask_verdict(cases, results, reference, diagnoses, show, names=(), shape_hi
     return _inputs_untouched(cases, results) or PASS
 
 
-def causal_ref(T, diagonal=1):
-    return np.triu(np.ones((T, T), dtype=bool), k=diagonal)
-
-
 def judge_causal_mask(cases, results):
     diagnoses = [
-        (DIAG0, lambda c: {"m": causal_ref(c["T"], 0)}),
-        (INVERTED + " 因果掩码的 True 应在严格上三角（未来的 key）。", lambda c: {"m": ~causal_ref(c["T"])}),
-        ("方向反了：应屏蔽 key 下标 > query 下标（未来，严格上三角），你屏蔽的是过去（下三角）。",
-         lambda c: {"m": causal_ref(c["T"]).T.copy()}),
+        (DIAG0, known("diagonal0")),
+        (INVERTED + " 因果掩码的 True 应在严格上三角（未来的 key）。", known("inverted")),
+        ("方向反了：应屏蔽 key 下标 > query 下标（未来，严格上三角），你屏蔽的是过去（下三角）。", known("lower")),
         ("少屏蔽了一条对角线：diagonal=2 只屏蔽了「后天」，紧挨着的下一个 token 仍然可见（答案泄露）。",
-         lambda c: {"m": causal_ref(c["T"], 2)}),
+         known("diagonal2")),
     ]
-    return _mask_verdict(cases, results, lambda c: {"m": causal_ref(c["T"])}, diagnoses,
-                         show=lambda c: f"T={c['T']}")
-
-
-def pad_ref(lengths, T, side="right"):
-    pos = np.arange(T)[None, :]
-    lengths = np.asarray(lengths)[:, None]
-    return pos >= lengths if side == "right" else pos < T - lengths
-
-
-def _side(c):
-    return c["side"] or "right"
+    return _mask_verdict(cases, results, known("ref"), diagnoses, show=lambda c: f"T={c['T']}")
 
 
 def judge_padding_mask(cases, results):
-    other = {"left": "right", "right": "left"}
     diagnoses = [
         ("左右弄反了：side='right'（默认）时 pad 在后面，side='left' 时 pad 在前面（批量生成用左补齐）。",
-         lambda c: {"m": pad_ref(c["lengths"], c["T"], other[_side(c)])}),
-        ("没有处理 side='left'：左补齐时 pad 在前面，位置 t 是 pad 当且仅当 t < T − length。",
-         lambda c: {"m": pad_ref(c["lengths"], c["T"], "right")}),
-        ("默认值不对：不写 side 时应是右补齐 side='right'。",
-         lambda c: {"m": pad_ref(c["lengths"], c["T"], c["side"] or "left")}),
-        ("约定反了：True 应标出 pad 位置（= 屏蔽），你把真实 token 标成了 True。",
-         lambda c: {"m": ~pad_ref(c["lengths"], c["T"], _side(c))}),
+         known("other_side")),
+        ("没有处理 side='left'：左补齐时 pad 在前面，位置 t 是 pad 当且仅当 t < T − length。", known("always_right")),
+        ("默认值不对：不写 side 时应是右补齐 side='right'。", known("default_left")),
+        ("约定反了：True 应标出 pad 位置（= 屏蔽），你把真实 token 标成了 True。", known("inverted")),
         ("差一错误：右补齐时从下标 length 开始（含）是 pad，即 pos >= length；左补齐时 pos < T − length。",
-         lambda c: {"m": (np.arange(c["T"])[None, :] > np.asarray(c["lengths"])[:, None]) if _side(c) == "right"
-                    else (np.arange(c["T"])[None, :] <= c["T"] - np.asarray(c["lengths"])[:, None])}),
+         known("off_by_one")),
     ]
 
     def show(c):
         return (f"lengths={[int(n) for n in c['lengths']]}（{'1 维 tensor' if c['as'] == 'tensor' else 'list'}）, "
                 f"T={c['T']}, side={c['side']!r}")
 
-    return _mask_verdict(cases, results, lambda c: {"m": pad_ref(c["lengths"], c["T"], _side(c))}, diagnoses,
+    return _mask_verdict(cases, results, known("ref"), diagnoses,
                          show=show, shape_hint="应是 (B, T)：每个样本一行。", axes="行 = 样本，列 = 位置")
-
-
-def attention_mask_ref(kp, causal=True, *, axis="key", op="or", diagonal=1):
-    B, T = kp.shape
-    pad = {"key": kp[:, None, None, :], "query": kp[:, None, :, None],
-           "both": kp[:, None, None, :] | kp[:, None, :, None]}[axis]
-    if not causal:
-        return np.broadcast_to(pad, (B, 1, T, T)).copy()
-    c = causal_ref(T, diagonal)
-    return np.broadcast_to(pad | c if op == "or" else pad & c, (B, 1, T, T)).copy()
-
-
-def _causal_flag(c):
-    return True if c["causal"] is None else c["causal"]
 
 
 QUERY_AXIS = ("padding 屏蔽在了 query 那一维（行）：应屏蔽 key 那一维（列）——pad 不能被任何 query 看到；"
@@ -214,29 +179,24 @@ QUERY_AXIS = ("padding 屏蔽在了 query 那一维（行）：应屏蔽 key 那
 
 
 def judge_attention_mask(cases, results):
-    def ref(c, **kw):
-        return {"m": attention_mask_ref(c["kp"], _causal_flag(c), **kw)}
-
     diagnoses = [
-        ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。",
-         lambda c: ref(c, op="and")),
-        (QUERY_AXIS, lambda c: ref(c, axis="query")),
+        ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。", known("and")),
+        (QUERY_AXIS, known("query_axis")),
         ("query 那一维也屏蔽了：只需要屏蔽 key 那一维（列）。把 pad 行也整行屏蔽，正是 §3.4 的整行被掩 → NaN。",
-         lambda c: ref(c, axis="both")),
-        (INVERTED, lambda c: {"m": ~attention_mask_ref(c["kp"], _causal_flag(c))}),
-        (DIAG0, lambda c: ref(c, diagonal=0)),
+         known("both_axes")),
+        (INVERTED, known("inverted")),
+        (DIAG0, known("diagonal0")),
         ("causal 参数用反了：causal=True（默认）时并上因果掩码，causal=False 时只按 key 屏蔽 pad。",
-         lambda c: {"m": attention_mask_ref(c["kp"], not _causal_flag(c))}),
-        ("不写 causal 时没有加因果掩码：默认值应为 True。",
-         lambda c: {"m": attention_mask_ref(c["kp"], bool(c["causal"]))}),
-        ("causal=True 时没有加因果掩码。", lambda c: {"m": attention_mask_ref(c["kp"], False)}),
-        ("causal=False 时仍然加了因果掩码。", lambda c: {"m": attention_mask_ref(c["kp"], True)}),
+         known("causal_flipped")),
+        ("不写 causal 时没有加因果掩码：默认值应为 True。", known("default_not_causal")),
+        ("causal=True 时没有加因果掩码。", known("never_causal")),
+        ("causal=False 时仍然加了因果掩码。", known("always_causal")),
     ]
 
     def show(c):
         return f"causal={c['causal']}, key_padding（行 = 样本，✗ = pad）：\n" + "\n".join(grid(c["kp"]))
 
-    return _mask_verdict(cases, results, ref, diagnoses, show=show, names=("样本 b", "头"),
+    return _mask_verdict(cases, results, known("ref"), diagnoses, show=show, names=("样本 b", "头"),
                          shape_hint="应是 (B, 1, T, T)：中间的 1 是留给头那一维的广播维。")
 
 
@@ -256,77 +216,44 @@ def _rounded(c, key):
     return c[key].astype(c["dtype"]).astype(np.float64)
 
 
-def _ms_inputs(c):
+def ms_inputs(c):
     s = _rounded(c, "scores")
     return s, np.broadcast_to(c["mask"], s.shape)
 
 
-def softmax_masked(s, m, axis=-1, empty="zero"):
-    """Masked softmax along `axis` in float64; fully blocked slices give 0, NaN or uniform."""
-    z = np.where(m, -np.inf, s)
-    blocked = m.all(axis=axis, keepdims=True)
-    mx = np.where(blocked, 0.0, np.max(z, axis=axis, keepdims=True))
-    e = np.exp(z - mx)
-    p = e / np.where(blocked, 1.0, e.sum(axis=axis, keepdims=True))
-    if empty == "nan":
-        p = np.where(blocked, np.nan, p)
-    elif empty == "uniform":
-        p = np.where(blocked, 1.0 / s.shape[axis], p)
-    return p
-
-
-def masked_softmax_ref(c):
-    s, m = _ms_inputs(c)
-    p = softmax_masked(s, m)
-    g = c["g"]
-    return {"p": p, "grad": p * (g - (p * g).sum(-1, keepdims=True))}
-
-
-def plain_softmax(s):
-    e = np.exp(s - s.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def _kept_rows(c, arr):
     """Only the rows that keep at least one key: what the contract fixes exactly."""
-    _, m = _ms_inputs(c)
+    _, m = ms_inputs(c)
     return np.asarray(arr)[~m.all(-1)]
 
 
 def _ms_show(c):
-    s, _ = _ms_inputs(c)
+    s, _ = ms_inputs(c)
     m = np.asarray(c["mask"])
     mtxt = "\n" + "\n".join(grid(m)) if m.ndim <= 2 else f"（形状 {m.shape}）"
     return f"scores.shape={s.shape}, dtype={c['dtype']}, mask.shape={m.shape} {mtxt}"
 
 
-def _ms_diagnoses():
-    def inverted(empty):
-        return lambda c: {"p": softmax_masked(_ms_inputs(c)[0], ~_ms_inputs(c)[1], empty=empty)}
-
-    def wrong_axis(empty):
-        return lambda c: {"p": softmax_masked(*_ms_inputs(c), axis=-2, empty=empty)}
-
-    after = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
-             "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
-    axis = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
-    return [
-        (after, lambda c: {"p": plain_softmax(_ms_inputs(c)[0]) * ~_ms_inputs(c)[1]}),
-        ("没有用到 mask：结果就是普通的 softmax。", lambda c: {"p": plain_softmax(_ms_inputs(c)[0])}),
-        (INVERTED, inverted("zero")), (INVERTED, inverted("uniform")), (INVERTED, inverted("nan")),
-        (axis, wrong_axis("zero")), (axis, wrong_axis("nan")),
-    ]
+AFTER = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
+         "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
+AXIS = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
+MS_DIAGNOSES = [
+    (AFTER, known("after")),
+    ("没有用到 mask：结果就是普通的 softmax。", known("unmasked")),
+    (INVERTED, known("inverted_zero")), (INVERTED, known("inverted_uniform")), (INVERTED, known("inverted_nan")),
+    (AXIS, known("axis_zero")), (AXIS, known("axis_nan")),
+]
 
 
 def _shown(c, got, want):
     """Reference with the student's own values in fully blocked rows (checked separately)."""
-    _, m = _ms_inputs(c)
+    _, m = ms_inputs(c)
     return np.where(m.all(-1, keepdims=True), got, want)
 
 
 def _masked_softmax_case(c, res, diagnoses):
     out = res["out"]
-    s, m = _ms_inputs(c)
+    s, m = ms_inputs(c)
     rtol, atol = _tol(c)
     stage = f"【{c['stage']}】"
     got = np.asarray(out["p"])
@@ -334,7 +261,7 @@ def _masked_softmax_case(c, res, diagnoses):
         return fail(f"{stage}输出的形状不对：期望 {s.shape}（与 scores 相同），得到 {got.shape}。")
     if out.get("p_dtype") != c["dtype"]:
         return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 scores 相同），得到 {out.get('p_dtype')}。")
-    want = masked_softmax_ref(c)
+    want = c["_oracle"]["ref"]
     rows = ~m.all(-1)
     if not _close(got[rows], want["p"][rows], rtol, atol, equal_nan=False):
         msg = diagnose(c, got, diagnoses, "p", view=_kept_rows) or "有可看 key 的行与参考答案不一致。"
@@ -371,7 +298,7 @@ def judge_masked_softmax(cases, results):
     err = _first_error(cases, results)
     if err:
         return err
-    diagnoses = consistent(_ms_diagnoses(), cases, results, "p", view=_kept_rows)
+    diagnoses = consistent(MS_DIAGNOSES, cases, results, "p", view=_kept_rows)
     for c, res in zip(cases, results):
         v = _masked_softmax_case(c, res, diagnoses)
         if v:
@@ -388,36 +315,8 @@ LP_GRAD_NAN = ("输出有限，但梯度里有 NaN：pad 行的 NaN 只是在前
                "即使 Ȳ 在那里是 0，NaN × 0 = NaN，于是 V̄ 的每一行都被污染（§3.4）。要让 NaN 根本不出现：有限填充或放开对角线。")
 
 
-def _lp_inputs(c):
+def lp_inputs(c):
     return _rounded(c, "q"), _rounded(c, "k"), _rounded(c, "v"), c["kp"], _rounded(c, "gy")
-
-
-def lp_mask(kp, T):
-    return causal_ref(T)[None] | kp[:, None, :]
-
-
-def _lp_attention(c, mask_fn=lp_mask, after=False, scale=True):
-    """Batched attention in float64; the judge never looks at pad query rows of the output."""
-    q, k, _, kp, _ = _lp_inputs(c)
-    mask = mask_fn(kp, q.shape[1])
-    S = q @ np.swapaxes(k, 1, 2) / (np.sqrt(q.shape[-1]) if scale else 1.0)
-    A = plain_softmax(S) * ~mask if after else softmax_masked(S, mask)
-    return A
-
-
-def leftpad_ref(c):
-    q, k, v, kp, gy = _lp_inputs(c)
-    A = _lp_attention(c)
-    y = A @ v
-    dy = np.where(kp[..., None], 0.0, gy)
-    s = 1.0 / np.sqrt(q.shape[-1])
-    dA = dy @ np.swapaxes(v, 1, 2)
-    dS = A * (dA - (dy * y).sum(-1, keepdims=True))
-    return {"y": y, "dq": s * dS @ k, "dk": s * np.swapaxes(dS, 1, 2) @ q, "dv": np.swapaxes(A, 1, 2) @ dy}
-
-
-def _lp_bug(**kw):
-    return lambda c: {"y": _lp_attention(c, **kw) @ _lp_inputs(c)[2]}
 
 
 LP_SEES_PAD = ("真实 query 看到了 pad key：padding 要屏蔽 key 那一维（列），不是 query 那一维（行）——也别把它漏掉。"
@@ -426,21 +325,15 @@ LP_COL0 = ("为了避免整行被掩放开了第 0 列：左补齐时位置 0 �
            "（pad query 看自己），或用有限的 finfo.min 填充。")
 
 
-def _lp_diagnoses():
-    T_ = np.arange
-
-    return [
-        (LP_SEES_PAD, _lp_bug(mask_fn=lambda kp, T: np.broadcast_to(causal_ref(T), (len(kp), T, T)))),
-        ("用了逻辑与（&）：因果和 padding 要用逻辑或（|）合并。",
-         _lp_bug(mask_fn=lambda kp, T: causal_ref(T)[None] & kp[:, None, :])),
-        ("忘了因果掩码：真实 query 看到了未来的 token。",
-         _lp_bug(mask_fn=lambda kp, T: np.broadcast_to(kp[:, None, :], (len(kp), T, T)))),
-        ("在 softmax 之后才屏蔽：每行不再归一化，被屏蔽的分数仍留在分母里（§3.1）。先屏蔽分数再 softmax。",
-         _lp_bug(after=True)),
-        (LP_COL0, _lp_bug(mask_fn=lambda kp, T: lp_mask(kp, T) & (T_(T) != 0))),
-        ("缺少缩放：分数要除以 √d。", _lp_bug(scale=False)),
-        (INVERTED, _lp_bug(mask_fn=lambda kp, T: ~lp_mask(kp, T))),
-    ]
+LP_DIAGNOSES = [
+    (LP_SEES_PAD, known("sees_pad")),
+    ("用了逻辑与（&）：因果和 padding 要用逻辑或（|）合并。", known("and")),
+    ("忘了因果掩码：真实 query 看到了未来的 token。", known("not_causal")),
+    ("在 softmax 之后才屏蔽：每行不再归一化，被屏蔽的分数仍留在分母里（§3.1）。先屏蔽分数再 softmax。", known("after")),
+    (LP_COL0, known("column0")),
+    ("缺少缩放：分数要除以 √d。", known("no_scale")),
+    (INVERTED, known("inverted")),
+]
 
 
 def _real_rows(c, y):
@@ -462,7 +355,7 @@ def _leftpad_case(c, res, diagnoses):
         return fail(f"{stage}输出的形状不对：期望 {c['v'].shape}，得到 {y.shape}。")
     if out.get("y_dtype") != c["dtype"]:
         return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 q 相同），得到 {out.get('y_dtype')}。")
-    want = leftpad_ref(c)
+    want = c["_oracle"]["ref"]
     pad_rows = c["kp"][..., None]
     if not _close(_real_rows(c, y), _real_rows(c, want["y"]), rtol, atol, equal_nan=False):
         msg = diagnose(c, y, diagnoses, "y", view=_real_rows) or "真实位置上的输出与参考答案不一致。"
@@ -495,7 +388,7 @@ def judge_leftpad_safe(cases, results):
     err = _first_error(cases, results)
     if err:
         return err
-    diagnoses = consistent(_lp_diagnoses(), cases, results, "y", view=_real_rows)
+    diagnoses = consistent(LP_DIAGNOSES, cases, results, "y", view=_real_rows)
     for c, res in zip(cases, results):
         v = _leftpad_case(c, res, diagnoses)
         if v:

@@ -1,35 +1,17 @@
 """Verdicts of notebook 06 (§A): SDPA, KV-cache decoding, nn.MultiheadAttention.
 
-References are float64 numpy, computed from the case alone. A buggy reference may leave NaN in
+The grader's references are float64 numpy, computed from the case alone. A buggy reference may leave NaN in
 rows where its mask blocks every key (torch gives 0 or NaN there, depending on the kernel): those
 rows are ignored when naming the bug.
 """
 import numpy as np
 
-from .core import PASS, fail, fmt
+from ..engine import PASS, fail, fmt, known
 
 TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def attention_ref(q, k, v, blocked=None, scale=None, add=None):
-    """Softmax attention, blocked True = -inf; rows with every key blocked come out NaN."""
-    s = q @ np.swapaxes(k, -1, -2) * (1.0 / np.sqrt(q.shape[-1]) if scale is None else scale)
-    if add is not None:
-        s = s + add
-    if blocked is not None:
-        s = np.where(np.broadcast_to(blocked, s.shape), -np.inf, s)
-    with np.errstate(all="ignore"):
-        e = np.exp(s - s.max(axis=-1, keepdims=True))
-        a = e / e.sum(axis=-1, keepdims=True)
-        return a @ v, a
-
-
-def triu1(T, S):
-    """Course convention causal mask: True (blocked) where key index > query index."""
-    return np.triu(np.ones((T, S), dtype=bool), 1)
 
 
 def _match(got, bug, rtol, atol):
@@ -100,74 +82,29 @@ def _mask_text(mask):
     return f"mask 形状 {mask.shape}（1 = 屏蔽），前几行 {np.array2string(rows, separator=',').replace(chr(10), '')}"
 
 
-def _sdpa_blocked(case):
-    T, S = case["q"].shape[-2], case["k"].shape[-2]
-    blocked = np.zeros((T, S), dtype=bool)
-    if case["mask"] is not None:
-        blocked = blocked | case["mask"]
-    if case["is_causal"]:
-        blocked = blocked | triu1(T, S)
-    return blocked
-
-
-def sdpa_ref(case):
-    return attention_ref(case["q"], case["k"], case["v"], _sdpa_blocked(case))[0]
-
-
-def _sdpa_diagnoses():
-    def with_blocked(f):
-        def bug(c):
-            if c["mask"] is None:
-                return None
-            T, S = c["q"].shape[-2], c["k"].shape[-2]
-            blocked = f(c["mask"], triu1(T, S), bool(c["is_causal"]))
-            return None if blocked is None else attention_ref(c["q"], c["k"], c["v"], blocked)[0]
-        return bug
-
-    def float_mask(sign):
-        def bug(c):
-            if c["mask"] is None:
-                return None
-            T, S = c["q"].shape[-2], c["k"].shape[-2]
-            m = c["mask"] if sign > 0 else ~c["mask"]
-            causal = triu1(T, S) if c["is_causal"] else None
-            return attention_ref(c["q"], c["k"], c["v"], causal, add=m.astype(float))[0]
-        return bug
-
-    def causal_variant(block):
-        def bug(c):
-            if not c["is_causal"]:
-                return None
-            T, S = c["q"].shape[-2], c["k"].shape[-2]
-            m = np.zeros((T, S), dtype=bool) if c["mask"] is None else c["mask"]
-            return attention_ref(c["q"], c["k"], c["v"], m | block(T, S))[0]
-        return bug
-
-    flip = ("SDPA 的布尔 attn_mask 里 True 表示“参与注意力”，和课程约定（True = 屏蔽）正好相反："
-            "传进去之前要取反（~mask）。")
-    return [
-        (flip, with_blocked(lambda m, c, causal: ~m | c if causal else ~m)),     # allowed = mask & tril
-        (flip, with_blocked(lambda m, c, causal: ~(m | c) if causal else ~m)),   # allowed = mask | triu1
-        ("同时给了 mask 和 is_causal=True 时只用了 mask，丢掉了因果部分：要把两者合成一个 attn_mask"
-         "（屏蔽 = mask 或 j > i）。", with_blocked(lambda m, c, causal: m if causal else None)),
-        ("同时给了 mask 和 is_causal=True 时只做了因果，丢掉了 mask：要把两者合成一个 attn_mask。",
-         with_blocked(lambda m, c, causal: c if causal else None)),
-        ("把布尔掩码转成了 0/1 的浮点数：浮点 attn_mask 是“加到分数上”的，加 1 什么也屏蔽不了。"
-         "要么传布尔的 ~mask，要么用 0 / -inf 的加法掩码。", float_mask(+1)),
-        ("把布尔掩码转成了 0/1 的浮点数：浮点 attn_mask 是“加到分数上”的，加 1 什么也屏蔽不了。"
-         "要么传布尔的 ~mask，要么用 0 / -inf 的加法掩码。", float_mask(-1)),
-        ("因果掩码的方向反了：课程约定里要屏蔽的是 key 下标 > query 下标（triu(diagonal=1)），"
-         "SDPA 要的“允许”矩阵是 tril。", causal_variant(lambda T, S: np.tril(np.ones((T, S), dtype=bool), -1))),
-        ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)（或允许矩阵 tril(diagonal=0)），"
-         "每个位置要能看见自己。", causal_variant(lambda T, S: np.triu(np.ones((T, S), dtype=bool), 0))),
-        ("缩放不对：SDPA 默认已经除以 √d_k，不要自己再缩放一次（也不要传 scale）。",
-         lambda c: attention_ref(c["q"], c["k"], c["v"], _sdpa_blocked(c), scale=1.0 / c["q"].shape[-1])[0]),
-    ]
+FLIP = ("SDPA 的布尔 attn_mask 里 True 表示“参与注意力”，和课程约定（True = 屏蔽）正好相反："
+        "传进去之前要取反（~mask）。")
+FLOAT_MASK = ("把布尔掩码转成了 0/1 的浮点数：浮点 attn_mask 是“加到分数上”的，加 1 什么也屏蔽不了。"
+              "要么传布尔的 ~mask，要么用 0 / -inf 的加法掩码。")
+SDPA_DIAGNOSES = [
+    (FLIP, known("flip_tril")),
+    (FLIP, known("flip_or")),
+    ("同时给了 mask 和 is_causal=True 时只用了 mask，丢掉了因果部分：要把两者合成一个 attn_mask"
+     "（屏蔽 = mask 或 j > i）。", known("mask_only")),
+    ("同时给了 mask 和 is_causal=True 时只做了因果，丢掉了 mask：要把两者合成一个 attn_mask。", known("causal_only")),
+    (FLOAT_MASK, known("float_mask")),
+    (FLOAT_MASK, known("float_mask_inverted")),
+    ("因果掩码的方向反了：课程约定里要屏蔽的是 key 下标 > query 下标（triu(diagonal=1)），"
+     "SDPA 要的“允许”矩阵是 tril。", known("causal_lower")),
+    ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)（或允许矩阵 tril(diagonal=0)），"
+     "每个位置要能看见自己。", known("causal_diagonal0")),
+    ("缩放不对：SDPA 默认已经除以 √d_k，不要自己再缩放一次（也不要传 scale）。", known("scale_dk")),
+]
 
 
 def _dropout_structure(stage, case, got):
     p = case["dropout_p"]
-    _, A = attention_ref(case["q"], case["k"], case["v"])
+    A = np.asarray(case["_oracle"]["weights"])
     got = np.asarray(got, dtype=float)
     if got.shape != A.shape:
         return fail(f"【{stage}】输出形状不对：期望 {A.shape}，得到 {got.shape}。")
@@ -187,7 +124,7 @@ def _dropout_structure(stage, case, got):
 
 
 def judge_sdpa_attention(cases, results):
-    diagnoses = _sdpa_diagnoses()
+    diagnoses = SDPA_DIAGNOSES
     hints = [(("is_causal", "attn_mask"), "attn_mask 和 is_causal=True 不能同时传给 F.scaled_dot_product_attention："
               "要自己把因果掩码和 mask 合成一个 attn_mask（屏蔽 = mask 或 j > i），再传 is_causal=False。")]
     for i, (case, res) in enumerate(zip(cases, results)):
@@ -213,7 +150,7 @@ def judge_sdpa_attention(cases, results):
         if case["kind"] == "dropout_train":
             bad = _dropout_structure(stage, case, out["y"])
         else:
-            bad = _compare(stage, "y", out["y"], sdpa_ref(case), case, diagnoses, rtol, atol, show)
+            bad = _compare(stage, "y", out["y"], case["_oracle"]["ref"], case, diagnoses, rtol, atol, show)
         if bad:
             return bad
     return PASS
@@ -223,18 +160,13 @@ def judge_sdpa_attention(cases, results):
 
 
 def judge_decode_step(cases, results):
-    def ref(c, keys=slice(None), scale=None):
-        return attention_ref(c["q_new"], c["k_cache"][..., keys, :], c["v_cache"][..., keys, :], scale=scale)[0]
-
     diagnoses = [
         ("L=1 时 is_causal=True 用的是左上角对齐的下三角，新 token 只能看见第一个 key。"
-         "一步解码里新 token 本来就能看全部缓存：is_causal=False（或不传掩码）。",
-         lambda c: ref(c, slice(0, 1))),
-        ("少看了最后一个缓存的 key：缓存里已经包含新 token 自己的 k、v，要看全部 S 个。",
-         lambda c: ref(c, slice(0, -1)) if c["k_cache"].shape[-2] > 1 else np.zeros(c["q_new"].shape)),
-        ("新 token 只看了最后一个 key：它应该看缓存里的全部 key。", lambda c: ref(c, slice(-1, None))),
-        ("缩放不对：SDPA 默认已经除以 √d_k。", lambda c: ref(c, scale=1.0 / c["q_new"].shape[-1])),
-        ("缩放不对：SDPA 默认已经除以 √d_k。", lambda c: ref(c, scale=1.0)),
+         "一步解码里新 token 本来就能看全部缓存：is_causal=False（或不传掩码）。", known("first_key")),
+        ("少看了最后一个缓存的 key：缓存里已经包含新 token 自己的 k、v，要看全部 S 个。", known("no_last_key")),
+        ("新 token 只看了最后一个 key：它应该看缓存里的全部 key。", known("last_key")),
+        ("缩放不对：SDPA 默认已经除以 √d_k。", known("scale_dk")),
+        ("缩放不对：SDPA 默认已经除以 √d_k。", known("no_scale")),
     ]
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
@@ -243,7 +175,7 @@ def judge_decode_step(cases, results):
         out = res["out"]
         if out.get("sdpa_calls", 0) == 0:
             return fail(f"【{stage}】{SDPA_MISSING}")
-        want = ref(case)
+        want = np.asarray(case["_oracle"]["ref"])
         if np.shape(out["y"]) != want.shape:
             return fail(f"【{stage}】输出形状应为 (B,h,1,d_k) = {want.shape}，得到 {tuple(np.shape(out['y']))}："
                         "保留长度为 1 的那一维（不要 squeeze）。")
@@ -263,24 +195,6 @@ def judge_decode_step(cases, results):
 # ------------------------------------------------------------------ nn.MultiheadAttention
 
 
-def mha_ref(x, w_in, b_in, w_out, b_out, h, blocked=None):
-    """nn.MultiheadAttention(batch_first=True) in float64; blocked (B,T,T) or (T,T), True = blocked."""
-    B, T, d = x.shape
-    qkv = x @ w_in.T + (0.0 if b_in is None else b_in)
-    q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(B, T, h, d // h).transpose(0, 2, 1, 3) for i in range(3))
-    if blocked is not None and blocked.ndim == 3:
-        blocked = blocked[:, None]
-    y = attention_ref(q, k, v, blocked)[0]
-    return y.transpose(0, 2, 1, 3).reshape(B, T, d) @ w_out.T + (0.0 if b_out is None else b_out)
-
-
-def _cat(case, order, transpose=False, key=""):
-    parts = [case[f"W_{c}{key}"] for c in order]
-    if key:
-        return np.concatenate(parts)
-    return np.concatenate([p.T if transpose else p for p in parts], axis=0)
-
-
 def judge_to_torch_mha(cases, results):
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
@@ -294,20 +208,20 @@ def judge_to_torch_mha(cases, results):
                         "直接喂 (B, T, d) 不报错，却把 batch 当成了序列。")
         if out["num_heads"] != h:
             return fail(f"【{stage}】头数不对：期望 num_heads={h}（mha.n_heads），得到 {out['num_heads']}。")
-        want_in = _cat(case, "qkv")
+        want_in = np.asarray(case["_oracle"]["in_proj_weight"])
         got_in = np.asarray(out["in_proj_weight"])
         if got_in.shape != want_in.shape or not np.allclose(got_in, want_in, rtol=1e-5, atol=1e-6):
             msg = "in_proj_weight 与 W_q、W_k、W_v 不一致。"
             for order in ("qkv", "kqv", "qvk", "vqk", "kvq", "vkq"):
                 for tr in (False, True):
                     if (order, tr) != ("qkv", False) and got_in.shape == want_in.shape and np.allclose(
-                            got_in, _cat(case, order, tr), rtol=1e-5, atol=1e-6):
+                            got_in, case["_oracle"][f"layout_{order}_{tr}"], rtol=1e-5, atol=1e-6):
                         msg = (f"in_proj_weight 的布局不对（你的是 {order} 顺序{'、每块转置' if tr else ''}）："
                                "它是 [W_q; W_k; W_v] 竖着拼成的 (3d, d)，顺序 q、k、v，每块就是 nn.Linear 的 weight"
                                "（形状 (out, in)，不要转置）。")
             return fail(f"【{stage}】{msg}\n期望：{fmt(want_in)}\n你的：{fmt(got_in)}")
         if case["bias"]:
-            want_b = _cat(case, "qkv", key="_bias")
+            want_b = np.asarray(case["_oracle"]["in_proj_bias"])
             got_b = out.get("in_proj_bias")
             if got_b is None or not np.allclose(got_b, want_b, rtol=1e-5, atol=1e-6):
                 zero = got_b is not None and np.allclose(got_b, 0)
@@ -325,60 +239,24 @@ def judge_to_torch_mha(cases, results):
             if got_ob is None or not np.allclose(got_ob, case["W_o_bias"], rtol=1e-5, atol=1e-6):
                 return fail(f"【{stage}】out_proj.bias 没有设成 W_o.bias。\n期望：{fmt(case['W_o_bias'])}\n"
                             f"你的：{fmt(got_ob) if got_ob is not None else None}")
-        want_y = mha_ref(case["x"], want_in, _cat(case, "qkv", key="_bias") if case["bias"] else None,
-                         case["W_o"], case["W_o_bias"], h)
-        bad = _compare(stage, "y", out["y"], want_y, case, [], 1e-4, 1e-5,
+        bad = _compare(stage, "y", out["y"], case["_oracle"]["y"], case, [], 1e-4, 1e-5,
                        lambda c: f"x {c['x'].shape}, d_model={c['d_model']}, n_heads={c['n_heads']}, bias={c['bias']}")
         if bad:
             return bad
     return PASS
 
 
-def _forward_ref(case, blocked_fn=None, transpose_x=False):
-    x = case["x"]
-    B, T, _ = x.shape
-    if transpose_x:
-        if case["key_padding"] is not None or case["causal"]:
-            return None
-        x = x.transpose(1, 0, 2)
-        B, T = T, B
-    blocked = np.zeros((B, T, T), dtype=bool)
-    kp = np.zeros((B, T), dtype=bool) if case["key_padding"] is None else case["key_padding"]
-    causal = bool(case["causal"])
-    if blocked_fn is None:
-        blocked = blocked | kp[:, None, :] | (triu1(T, T) if causal else False)
-    else:
-        blocked = blocked_fn(kp, causal, T)
-        if blocked is None:
-            return None
-        blocked = np.broadcast_to(blocked, (B, T, T))
-    y = mha_ref(x, case["in_proj_weight"], case["in_proj_bias"], case["out_proj_weight"], case["out_proj_bias"],
-                case["n_heads"], blocked)
-    return y.transpose(1, 0, 2) if transpose_x else y
-
-
 def judge_torch_mha_forward(cases, results):
-    tri = lambda T, k: np.triu(np.ones((T, T), dtype=bool), k)  # noqa: E731
-    low = lambda T: np.tril(np.ones((T, T), dtype=bool))  # noqa: E731
-    pad = lambda kp: kp[:, None, :]  # noqa: E731
     diagnoses = [
         ("key_padding_mask 的约定弄反了：nn.MultiheadAttention 的 key_padding_mask 里 True = 忽略这个 key，"
-         "和课程约定一样，直接传 key_padding，不要取反。",
-         lambda c: _forward_ref(c, lambda kp, causal, T: pad(~kp) | (tri(T, 1) if causal else False))
-         if c["key_padding"] is not None else None),
-        ("没有把 key_padding 传给 key_padding_mask。",
-         lambda c: _forward_ref(c, lambda kp, causal, T: tri(T, 1) if causal else np.zeros((T, T), bool))
-         if c["key_padding"] is not None else None),
+         "和课程约定一样，直接传 key_padding，不要取反。", known("padding_inverted")),
+        ("没有把 key_padding 传给 key_padding_mask。", known("padding_ignored")),
         ("causal=True 时没有加因果掩码：nn.MultiheadAttention 的 is_causal 只是提示，真正起作用的是 attn_mask，"
-         "要传 attn_mask=triu(ones(T,T), diagonal=1)（True = 不允许）。",
-         lambda c: _forward_ref(c, lambda kp, causal, T: pad(kp)) if c["causal"] else None),
+         "要传 attn_mask=triu(ones(T,T), diagonal=1)（True = 不允许）。", known("causal_ignored")),
         ("因果掩码用了 SDPA 的约定（tril，True = 允许）：nn.MultiheadAttention 的布尔 attn_mask 里 True = 不允许，"
-         "要用 triu(diagonal=1)。",
-         lambda c: _forward_ref(c, lambda kp, causal, T: pad(kp) | low(T)) if c["causal"] else None),
-        ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)，不是 diagonal=0。",
-         lambda c: _forward_ref(c, lambda kp, causal, T: pad(kp) | tri(T, 0)) if c["causal"] else None),
-        ("把 x 当成了 (T, B, d)：传进来的模块已经是 batch_first=True，不要再转置。",
-         lambda c: _forward_ref(c, transpose_x=True)),
+         "要用 triu(diagonal=1)。", known("causal_tril")),
+        ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)，不是 diagonal=0。", known("causal_diagonal0")),
+        ("把 x 当成了 (T, B, d)：传进来的模块已经是 batch_first=True，不要再转置。", known("transposed_x")),
     ]
     hints = [(("is_causal", "attn_mask"), "nn.MultiheadAttention 的 is_causal 只是提示：不给 attn_mask 只给 is_causal=True 会报错。"
               "要自己构造 attn_mask = triu(ones(T,T), diagonal=1)（True = 不允许）。"),
@@ -397,7 +275,7 @@ def judge_torch_mha_forward(cases, results):
         show = lambda c: (f"x {c['x'].shape}, n_heads={c['n_heads']}, key_padding="  # noqa: E731
                           f"{'None' if c['key_padding'] is None else c['key_padding'].astype(int).tolist()}, "
                           f"causal={bool(c['causal'])}")
-        bad = _compare(stage, "y", out["y"], _forward_ref(case), case, diagnoses, rtol, atol, show)
+        bad = _compare(stage, "y", out["y"], case["_oracle"]["ref"], case, diagnoses, rtol, atol, show)
         if bad:
             if not out.get("self_attention", True):
                 bad = fail(bad.message + "\n提示：自注意力要把同一个 x 传三次：torch_mha(x, x, x, ...)。")

@@ -5,28 +5,9 @@ module); for each realistic bug a function reproduces its output so a mismatch n
 """
 import numpy as np
 
-from .core import MASK_MESSAGES, PASS, compare, fail, fmt
+from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, known
 
 # ---------------------------------------------------------------- split / merge
-
-
-def split_ref(x, h, how="ok"):
-    B, T, d = x.shape
-    dk = d // h
-    if how == "view":  # view(B,h,T,d_k) straight away
-        return x.reshape(B, h, T, dk)
-    if how == "interleave":  # head i = features i::h
-        return x.reshape(B, T, dk, h).transpose(0, 3, 1, 2)
-    return x.reshape(B, T, h, dk).transpose(0, 2, 1, 3)
-
-
-def merge_ref(y, how="ok"):
-    B, h, T, dk = y.shape
-    if how == "no_transpose":  # view(B,T,d) without transpose: heads of different positions mixed
-        return y.reshape(B, T, h * dk)
-    if how == "interleave":
-        return y.transpose(0, 2, 3, 1).reshape(B, T, h * dk)
-    return y.transpose(0, 2, 1, 3).reshape(B, T, h * dk)
 
 
 MSG_SPLIT_VIEW = ("拆头方式不对：直接 view(B, h, T, d_k) 会把 (T, d) 这块内存按顺序切成 h 份，每个“头”拿到的是几个"
@@ -68,103 +49,20 @@ def judge_split_merge_heads(cases, results):
             if hint:
                 return hint
         if case["kind"] == "split":
-            h = case["h"]
-            shape = lambda c: f"x.shape={c['x'].shape}, n_heads={c['h']}, d_k={c['x'].shape[2] // c['h']}"
-            diagnoses = [
-                (MSG_SPLIT_VIEW, lambda c: {"s": split_ref(c["x"], c["h"], "view"),
-                                            "roundtrip": merge_ref(split_ref(c["x"], c["h"], "view"), "no_transpose")}),
-                (MSG_SPLIT_VIEW, lambda c: {"s": split_ref(c["x"], c["h"], "view")}),
-                (MSG_SPLIT_INTERLEAVE, lambda c: {"s": split_ref(c["x"], c["h"], "interleave")}),
-                (MSG_MERGE_NO_T, lambda c: {"s": split_ref(c["x"], c["h"]),
-                                            "roundtrip": merge_ref(split_ref(c["x"], c["h"]), "no_transpose")}),
-                (MSG_MERGE_INTERLEAVE, lambda c: {"s": split_ref(c["x"], c["h"]),
-                                                  "roundtrip": merge_ref(split_ref(c["x"], c["h"]), "interleave")}),
-            ]
-            v = compare([case], [res], lambda c, h=h: {"s": split_ref(c["x"], h), "roundtrip": c["x"]},
-                        ["s", "roundtrip"], diagnoses=diagnoses, rtol=0, atol=0,
+            shape = lambda c: f"x.shape={c['x'].shape}, n_heads={c['h']}, d_k={c['x'].shape[2] // c['h']}"  # noqa: E731
+            diagnoses = [(MSG_SPLIT_VIEW, known("view_roundtrip")), (MSG_SPLIT_VIEW, known("view")),
+                         (MSG_SPLIT_INTERLEAVE, known("interleave")), (MSG_MERGE_NO_T, known("merge_no_transpose")),
+                         (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
+            v = compare([case], [res], known("ref"), ["s", "roundtrip"], diagnoses=diagnoses, rtol=0, atol=0,
                         dtypes={"s": case["dtype"], "roundtrip": case["dtype"]}, show=shape)
         else:
-            shape = lambda c: f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"
-            diagnoses = [(MSG_MERGE_NO_T, lambda c: {"m": merge_ref(c["y"], "no_transpose")}),
-                         (MSG_MERGE_INTERLEAVE, lambda c: {"m": merge_ref(c["y"], "interleave")})]
-            v = compare([case], [res], lambda c: {"m": merge_ref(c["y"])}, ["m"], diagnoses=diagnoses,
+            shape = lambda c: f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"  # noqa: E731
+            diagnoses = [(MSG_MERGE_NO_T, known("merge_no_transpose")), (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
+            v = compare([case], [res], known("ref"), ["m"], diagnoses=diagnoses,
                         rtol=0, atol=0, dtypes={"m": case["dtype"]}, show=shape)
         if not v.passed:
             return v
     return _inputs_untouched(results) or PASS
-
-
-# ---------------------------------------------------------------- mha reference
-
-
-def _softmax(s, axis=-1):
-    with np.errstate(invalid="ignore", over="ignore"):
-        m = np.max(s, axis=axis, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0.0)
-        e = np.exp(s - m)
-        return e / e.sum(axis=axis, keepdims=True)
-
-
-def _lin(z, W, b):
-    return z @ W.T + (0.0 if b is None else b)
-
-
-def mha_ref(c, *, split="ok", merge="ok", scale="dk", mask_mode="ok", wo=True, axis=-1, x=None,
-            want_cache=False):
-    """Float64 MHA from the case's weights (nn.Linear layout: y = z Wᵀ + b). Options reproduce bugs."""
-    x = c["x"] if x is None else x
-    d = x.shape[-1]
-    h = c["h"]
-    dk = d // h
-    Q, K, V = (split_ref(_lin(x, c["W" + n], c["b" + n]), h, split) for n in "qkv")
-    s = {"dk": 1 / np.sqrt(dk), "dmodel": 1 / np.sqrt(d), "none": 1.0, "dk_lin": 1 / dk}[scale]
-    S = Q @ K.swapaxes(-1, -2) * s
-    mask = c.get("mask")
-    if mask is not None and mask_mode != "ignored":
-        blocked = np.broadcast_to(mask, S.shape)
-        if mask_mode in ("inverted", "inverted_finite"):
-            blocked = ~blocked
-        if mask_mode == "transposed":
-            blocked = np.broadcast_to(np.swapaxes(mask, -1, -2), S.shape)
-        if mask_mode == "after_softmax":
-            A = np.where(blocked, 0.0, _softmax(S, axis))
-        else:
-            A = _softmax(np.where(blocked, -1e9 if mask_mode == "inverted_finite" else -np.inf, S), axis)
-    else:
-        blocked = np.zeros(S.shape, dtype=bool)
-        A = _softmax(S, axis)
-    O = A @ V
-    M = merge_ref(O, merge)
-    y = _lin(M, c["Wo"], c["bo"]) if wo else M
-    if want_cache:
-        return {"y": y, "attn": A, "Q": Q, "K": K, "V": V, "M": M, "scale": s, "blocked": blocked}
-    return {"y": y, "attn": A}
-
-
-def mha_grads_ref(c):
-    """Gradients of sum(y * dy) w.r.t. the weights, biases and x (manual backprop of mha_ref)."""
-    r = mha_ref(c, want_cache=True)
-    x, dy, A, Q, K, V, M, s = c["x"], c["dy"], r["attn"], r["Q"], r["K"], r["V"], r["M"], r["scale"]
-    g = {"y": r["y"]}
-    g["g_W_o_weight"] = np.einsum("btj,bti->ji", dy, M)
-    dM = dy @ c["Wo"]
-    dO = split_ref(dM, c["h"])
-    dA = dO @ V.swapaxes(-1, -2)
-    dV = A.swapaxes(-1, -2) @ dO
-    dS = A * (dA - (dA * A).sum(-1, keepdims=True))
-    dQ = dS @ K * s
-    dK = dS.swapaxes(-1, -2) @ Q * s
-    gx = 0.0
-    for n, dZ in (("q", dQ), ("k", dK), ("v", dV)):
-        dz = merge_ref(dZ)
-        g[f"g_W_{n}_weight"] = np.einsum("btj,bti->ji", dz, x)
-        if c["bias"]:
-            g[f"g_W_{n}_bias"] = dz.sum((0, 1))
-        gx = gx + dz @ c["W" + n]
-    if c["bias"]:
-        g["g_W_o_bias"] = dy.sum((0, 1))
-    g["g_x"] = gx
-    return g
 
 
 # ---------------------------------------------------------------- mha verdict
@@ -175,23 +73,22 @@ MSG_FORBIDDEN_MHA = ("本题要求手写多头注意力：检测到使用了 nn.
                      "nn.MultiheadAttention 留到 06_api 再用。本题计 0 分。")
 
 MHA_DIAGNOSES = [
-    (MSG_MERGE_NO_T, lambda c: mha_ref(c, merge="no_transpose")),
-    ("缩放用错了维度：每个头的分数要除以 √d_k（d_k = d_model / n_heads），不是 √d_model。",
-     lambda c: mha_ref(c, scale="dmodel")),
-    ("缺少缩放：分数要除以 √d_k。", lambda c: mha_ref(c, scale="none")),
-    ("除以了 d_k 而不是 √d_k。", lambda c: mha_ref(c, scale="dk_lin")),
-    (MASK_MESSAGES["inverted"], lambda c: mha_ref(c, mask_mode="inverted")),
-    (MASK_MESSAGES["inverted"], lambda c: mha_ref(c, mask_mode="inverted_finite")),
-    (MASK_MESSAGES["after_softmax"], lambda c: mha_ref(c, mask_mode="after_softmax")),
+    (MSG_MERGE_NO_T, known("merge_no_transpose")),
+    ("缩放用错了维度：每个头的分数要除以 √d_k（d_k = d_model / n_heads），不是 √d_model。", known("scale_dmodel")),
+    ("缺少缩放：分数要除以 √d_k。", known("scale_none")),
+    ("除以了 d_k 而不是 √d_k。", known("scale_dk_lin")),
+    (MASK_MESSAGES["inverted"], known("mask_inverted")),
+    (MASK_MESSAGES["inverted"], known("mask_inverted_finite")),
+    (MASK_MESSAGES["after_softmax"], known("mask_after_softmax")),
     ("掩码的行列方向反了：mask[..., i, j] 表示 query i 能否看 key j（行 = query，列 = key），不要转置掩码。",
-     lambda c: mha_ref(c, mask_mode="transposed")),
-    (MASK_MESSAGES["ignored"], lambda c: mha_ref(c, mask_mode="ignored")),
-    ("缺少输出投影 W_o：拼接各头之后还要经过 self.W_o。", lambda c: mha_ref(c, wo=False)),
-    ("softmax 的方向不对：应对每个 query 的所有 key 归一化，即最后一维 dim=-1。", lambda c: mha_ref(c, axis=-2)),
-    (MSG_SPLIT_VIEW, lambda c: mha_ref(c, split="view", merge="no_transpose")),
-    (MSG_SPLIT_VIEW, lambda c: mha_ref(c, split="view")),
-    (MSG_SPLIT_INTERLEAVE, lambda c: mha_ref(c, split="interleave", merge="interleave")),
-    (MSG_SPLIT_INTERLEAVE, lambda c: mha_ref(c, split="interleave")),
+     known("mask_transposed")),
+    (MASK_MESSAGES["ignored"], known("mask_ignored")),
+    ("缺少输出投影 W_o：拼接各头之后还要经过 self.W_o。", known("no_wo")),
+    ("softmax 的方向不对：应对每个 query 的所有 key 归一化，即最后一维 dim=-1。", known("axis")),
+    (MSG_SPLIT_VIEW, known("split_view_merge_no_transpose")),
+    (MSG_SPLIT_VIEW, known("split_view")),
+    (MSG_SPLIT_INTERLEAVE, known("split_interleave_merge_interleave")),
+    (MSG_SPLIT_INTERLEAVE, known("split_interleave")),
 ]
 
 
@@ -242,7 +139,7 @@ def _judge_forward(case, res):
     attn = np.asarray(out.get("attn"))
     if attn.ndim in (3, 4) and attn.shape != (B, h, T, T) and attn.shape[-2:] == (T, T) and (
             attn.ndim == 3 or attn.shape[1] == 1) and attn.shape[0] == B and h > 1:
-        ref = mha_ref(case)["attn"]
+        ref = case["_oracle"]["ref"]["attn"]
         averaged = np.allclose(attn.reshape(B, T, T), ref.mean(1), rtol=1e-4, atol=1e-6)
         why = "对头取了平均" if averaged else "只有一个头"
         return fail(f"【{stage}】need_weights=True 时返回的注意力权重{why}（形状 {attn.shape}）："
@@ -250,7 +147,7 @@ def _judge_forward(case, res):
     if out.get("plain_is_tuple"):
         return fail(f"【{stage}】need_weights=False（默认）时只返回 y，不要返回元组。")
     rtol, atol = _tol(case)
-    v = compare([case], [res], mha_ref, ["attn", "y"], diagnoses=MHA_DIAGNOSES, rtol=rtol, atol=atol,
+    v = compare([case], [res], known("ref"), ["attn", "y"], diagnoses=MHA_DIAGNOSES, rtol=rtol, atol=atol,
                 dtypes={"y": case["dtype"], "attn": case["dtype"]}, show=_show)
     if not v.passed:
         return v
@@ -284,22 +181,15 @@ def _judge_backward(case, res):
     detach_diag = ("W_q、W_k 的梯度不对而 W_v、W_o 的对：注意力权重被 detach 了（或在 no_grad 里算的），"
                    "梯度到不了分数。返回给调用者的权重可以 detach，参与计算的不可以。")
 
-    def detached(c):
-        g = mha_grads_ref(c)
-        return {k: (np.zeros_like(v) if k in ("g_W_q_weight", "g_W_k_weight", "g_W_q_bias", "g_W_k_bias") else v)
-                for k, v in g.items() if k != "g_x"}
-
-    v = compare([case], [res], mha_grads_ref, keys, diagnoses=[(detach_diag, detached)] + [
+    v = compare([case], [res], known("grads"), keys, diagnoses=[(detach_diag, known("grads_detached"))] + [
         (msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES], rtol=rtol, atol=atol, show=_show)
     return None if v.passed else v
 
 
 def _judge_perm(case, res):
-    def ref(c):
-        return {"y": mha_ref(c)["y"], "y_perm": mha_ref(c, x=c["x"][:, c["perm"]])["y"]}
     rtol, atol = _tol(case)
     diagnoses = [(msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES]
-    v = compare([case], [res], ref, ["y", "y_perm"], diagnoses=diagnoses, rtol=rtol, atol=atol, show=_show)
+    v = compare([case], [res], known("perm"), ["y", "y_perm"], diagnoses=diagnoses, rtol=rtol, atol=atol, show=_show)
     if v.passed:
         return None
     y, yp = np.asarray(res["out"]["y"]), np.asarray(res["out"]["y_perm"])

@@ -1,26 +1,4 @@
-"""Drivers of notebook 05 (§5): flops, attn_memory, generation_flops.
-
-Counts must be exact integers, so the outputs travel as Python ints (JSON keeps them exact, even
-beyond int64) together with the name of the type the student returned.
-"""
-import numbers
-
-from .driver import Driver, lookup
-
-
-def _number(x):
-    """(value, type name): ints stay exact Python ints, reals become floats, anything else a string."""
-    name = type(x).__name__
-    if isinstance(x, bool):
-        return int(x), name
-    if isinstance(x, numbers.Integral):
-        return int(x), name
-    if isinstance(x, numbers.Real):
-        return float(x), name
-    if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:  # 0-d torch / numpy scalar
-        v = x.item()
-        return (int(v) if isinstance(v, int) else float(v)), name
-    return repr(x)[:80], name
+"""Cases of notebook 05: plain data the student's code runs on (grader side; travels to the kernel as data)."""
 
 
 def _flops_cases(seed, hidden):
@@ -37,13 +15,6 @@ def _flops_cases(seed, hidden):
         {"stage": "奇数尺寸 T=7, d=13", "T": 7, "d": 13},
         {"stage": "很大的整数（超过 2^53，浮点数算不精确）：T=1000003, d=12289", "T": 1000003, "d": 12289},
     ]
-
-
-def _call_flops(ns, case):
-    T, d = case["T"], case["d"]
-    flops, flops_type = _number(lookup(ns, "mha_flops")(T, d))
-    share, share_type = _number(lookup(ns, "attention_flop_share")(T, d))
-    return {"flops": flops, "flops_type": flops_type, "share": share, "share_type": share_type}
 
 
 def _memory_cases(seed, hidden):
@@ -66,24 +37,6 @@ def _memory_cases(seed, hidden):
     ]
 
 
-def _call_memory(ns, case):
-    fn = lookup(ns, "attn_matrix_bytes")
-    args = [case["B"], case["h"], case["T"]]
-    kwargs = {}
-    if case["keywords"]:
-        if case["bpe"] is not None:
-            kwargs["bytes_per_element"] = case["bpe"]
-        if case["n_layers"] is not None:
-            kwargs["n_layers"] = case["n_layers"]
-    else:
-        if case["bpe"] is not None or case["n_layers"] is not None:
-            args.append(2 if case["bpe"] is None else case["bpe"])
-        if case["n_layers"] is not None:
-            args.append(case["n_layers"])
-    value, type_name = _number(fn(*args, **kwargs))
-    return {"bytes": value, "bytes_type": type_name}
-
-
 def _generation_cases(seed, hidden):
     if not hidden:
         return [
@@ -101,18 +54,8 @@ def _generation_cases(seed, hidden):
     ]
 
 
-def _call_generation(ns, case):
-    fn = lookup(ns, "generation_flops")
-    if case["T"] % 2:
-        out = fn(case["T"], case["d"], case["kv_cache"])
-    else:
-        out = fn(case["T"], case["d"], kv_cache=case["kv_cache"])
-    value, type_name = _number(out)
-    return {"flops": value, "flops_type": type_name}
-
-
-DRIVERS = {
-    "flops": Driver(("mha_flops", "attention_flop_share"), _flops_cases, _call_flops),
-    "attn_memory": Driver(("attn_matrix_bytes",), _memory_cases, _call_memory),
-    "generation_flops": Driver(("generation_flops",), _generation_cases, _call_generation),
+CASES = {
+    "flops": _flops_cases,
+    "attn_memory": _memory_cases,
+    "generation_flops": _generation_cases,
 }

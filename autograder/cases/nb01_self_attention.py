@@ -1,14 +1,7 @@
-"""Drivers of notebook 01 (§1): softmax, self_attention, score_diagnostics."""
+"""Cases of notebook 01: plain data the student's code runs on (grader side; travels to the kernel as data)."""
 import numpy as np
 
-from .driver import Driver, lookup, rng, to_numpy
-
-
-def _call_softmax(ns, case):
-    fn = lookup(ns, "softmax")
-    x = case["x"].copy()
-    y = fn(x) if case["axis"] == -1 else fn(x, axis=case["axis"])
-    return {"y": to_numpy(y), "input_changed": not np.array_equal(x, case["x"])}
+from .seeding import rng
 
 
 def _softmax_cases(seed, hidden):
@@ -48,16 +41,6 @@ def _self_attention_cases(seed, hidden):
     ]
 
 
-def _call_self_attention(ns, case):
-    fn = lookup(ns, "self_attention")
-    args = [case[k].copy() for k in ("X", "W_q", "W_k", "W_v")]
-    out = fn(*args)
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"self_attention 应返回 (Y, A) 两个值，得到 {type(out).__name__}")
-    changed = any(not np.array_equal(a, case[k]) for a, k in zip(args, ("X", "W_q", "W_k", "W_v")))
-    return {"Y": to_numpy(out[0]), "A": to_numpy(out[1]), "input_changed": changed}
-
-
 def _diag_cases(seed, hidden):
     g = rng(seed, "score_diagnostics" + str(hidden))
     if not hidden:
@@ -75,14 +58,8 @@ def _diag_cases(seed, hidden):
     return cases
 
 
-def _call_diag(ns, case):
-    rate = lookup(ns, "self_argmax_rate")(case["S"].copy())
-    asym = lookup(ns, "asymmetry")(case["S"].copy())
-    return {"rate": to_numpy(rate), "asym": to_numpy(asym)}
-
-
-DRIVERS = {
-    "softmax": Driver(("softmax",), _softmax_cases, _call_softmax),
-    "self_attention": Driver(("self_attention",), _self_attention_cases, _call_self_attention),
-    "score_diagnostics": Driver(("self_argmax_rate", "asymmetry"), _diag_cases, _call_diag),
+CASES = {
+    "softmax": _softmax_cases,
+    "self_attention": _self_attention_cases,
+    "score_diagnostics": _diag_cases,
 }

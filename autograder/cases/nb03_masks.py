@@ -1,27 +1,7 @@
-"""Drivers of notebook 03 (§3): causal_mask, padding_mask, attention_mask, masked_softmax, leftpad_safe.
-
-Cases are plain data; `run` builds the torch inputs, calls the student's function on copies and
-sends back numpy outputs, dtype names and flags. No reference implementation lives here.
-"""
+"""Cases of notebook 03: plain data the student's code runs on (grader side; travels to the kernel as data)."""
 import numpy as np
 
-from .driver import Driver, dtype_name, lookup, rng, to_numpy
-
-_DTYPES = {"float32": "float32", "float64": "float64"}
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def _is_tensor(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "detach")
-
-
-def _mask_out(m):
-    return {"m": to_numpy(m), "m_dtype": dtype_name(m), "m_is_tensor": _is_tensor(m)}
+from .seeding import rng
 
 
 def _left_pad(lengths, T):
@@ -34,9 +14,6 @@ def _right_pad(lengths, T):
     return pos[None, :] >= np.asarray(lengths)[:, None]
 
 
-# ---------------------------------------------------------------- causal_mask
-
-
 def _causal_cases(seed, hidden):
     if not hidden:
         return [
@@ -46,13 +23,6 @@ def _causal_cases(seed, hidden):
         ]
     g = rng(seed, "causal_mask")
     return [{"stage": f"T={T}", "T": int(T)} for T in (3, 7, int(g.integers(10, 20)), 33)]
-
-
-def _call_causal(ns, case):
-    return _mask_out(lookup(ns, "causal_mask")(case["T"]))
-
-
-# ---------------------------------------------------------------- padding_mask
 
 
 def _padding_cases(seed, hidden):
@@ -81,23 +51,6 @@ def _padding_cases(seed, hidden):
     return cases
 
 
-def _call_padding(ns, case):
-    torch = _torch()
-    fn = lookup(ns, "padding_mask")
-    if case["as"] == "tensor":
-        lengths = torch.tensor(case["lengths"], dtype=torch.int64)
-        before = lengths.clone()
-    else:
-        lengths = [int(n) for n in case["lengths"]]
-        before = list(lengths)
-    out = fn(lengths, case["T"]) if case["side"] is None else fn(lengths, case["T"], side=case["side"])
-    changed = (not torch.equal(lengths, before)) if case["as"] == "tensor" else lengths != before
-    return {**_mask_out(out), "input_changed": bool(changed)}
-
-
-# ---------------------------------------------------------------- attention_mask
-
-
 def _attention_mask_cases(seed, hidden):
     if not hidden:
         return [
@@ -117,18 +70,6 @@ def _attention_mask_cases(seed, hidden):
         kp = _left_pad(lengths, T) if side == "left" else _right_pad(lengths, T)
         cases.append({"stage": f"随机 {side} 补齐，B={B}，T={T}，causal={causal}", "kp": kp, "causal": causal})
     return cases
-
-
-def _call_attention_mask(ns, case):
-    torch = _torch()
-    fn = lookup(ns, "attention_mask")
-    kp = torch.from_numpy(case["kp"].copy())
-    out = fn(kp) if case["causal"] is None else fn(kp, causal=case["causal"])
-    changed = not np.array_equal(kp.numpy(), case["kp"])
-    return {**_mask_out(out), "input_changed": bool(changed)}
-
-
-# ---------------------------------------------------------------- masked_softmax
 
 
 def _ms_case(g, stage, shape, mask, dtype, scale=2.0):
@@ -167,27 +108,6 @@ def _masked_softmax_cases(seed, hidden):
     ]
 
 
-def _call_masked_softmax(ns, case):
-    torch = _torch()
-    fn = lookup(ns, "masked_softmax")
-    dtype = getattr(torch, _DTYPES[case["dtype"]])
-    leaf = torch.tensor(case["scores"], dtype=dtype, requires_grad=True)
-    scores = leaf.clone()  # non-leaf: an in-place edit is allowed by autograd and detected below
-    mask = torch.from_numpy(case["mask"].copy())
-    p = fn(scores, mask)
-    changed = (not torch.equal(scores.detach(), leaf.detach())) or not np.array_equal(mask.numpy(), case["mask"])
-    out = {"p": to_numpy(p), "p_dtype": dtype_name(p), "input_changed": bool(changed)}
-    if getattr(p, "requires_grad", False) and tuple(p.shape) == case["g"].shape:
-        (p * torch.tensor(case["g"], dtype=p.dtype)).sum().backward()
-    grad = leaf.grad
-    out["grad_missing"] = grad is None
-    out["grad"] = np.zeros(case["scores"].shape) if grad is None else to_numpy(grad)
-    return out
-
-
-# ---------------------------------------------------------------- leftpad_safe
-
-
 def _lp_case(g, stage, lengths, T, d, dtype, pad_upstream="zero"):
     B = len(lengths)
     kp = _left_pad(lengths, T)
@@ -219,34 +139,10 @@ def _leftpad_cases(seed, hidden):
     ]
 
 
-def _call_leftpad(ns, case):
-    torch = _torch()
-    fn = lookup(ns, "safe_causal_attention")
-    dtype = getattr(torch, _DTYPES[case["dtype"]])
-    leaves = [torch.tensor(case[n], dtype=dtype, requires_grad=True) for n in ("q", "k", "v")]
-    args = [t.clone() for t in leaves]
-    kp = torch.from_numpy(case["kp"].copy())
-    y = fn(*args, kp)
-    changed = any(not torch.equal(a.detach(), t.detach()) for a, t in zip(args, leaves))
-    changed = changed or not np.array_equal(kp.numpy(), case["kp"])
-    out = {"y": to_numpy(y), "y_dtype": dtype_name(y), "input_changed": bool(changed)}
-    if getattr(y, "requires_grad", False) and tuple(y.shape) == case["gy"].shape:
-        y.backward(torch.tensor(case["gy"], dtype=y.dtype))
-    missing = []
-    for name, t in zip(("dq", "dk", "dv"), leaves):
-        if t.grad is None:
-            missing.append(name)
-            out[name] = np.zeros(case[name[1]].shape)
-        else:
-            out[name] = to_numpy(t.grad)
-    out["grad_missing"] = ",".join(missing)
-    return out
-
-
-DRIVERS = {
-    "causal_mask": Driver(("causal_mask",), _causal_cases, _call_causal),
-    "padding_mask": Driver(("padding_mask",), _padding_cases, _call_padding),
-    "attention_mask": Driver(("attention_mask",), _attention_mask_cases, _call_attention_mask),
-    "masked_softmax": Driver(("masked_softmax",), _masked_softmax_cases, _call_masked_softmax),
-    "leftpad_safe": Driver(("safe_causal_attention",), _leftpad_cases, _call_leftpad),
+CASES = {
+    "causal_mask": _causal_cases,
+    "padding_mask": _padding_cases,
+    "attention_mask": _attention_mask_cases,
+    "masked_softmax": _masked_softmax_cases,
+    "leftpad_safe": _leftpad_cases,
 }

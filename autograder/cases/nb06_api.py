@@ -1,0 +1,136 @@
+"""Cases of notebook 06: plain data the student's code runs on (grader side; travels to the kernel as data)."""
+import numpy as np
+
+from .seeding import rng
+
+
+def _padding(lengths, S):
+    return np.arange(S)[None, :] >= np.asarray(lengths)[:, None]  # (B,S) True = pad
+
+
+def _random_mask(g, shape, keep_diag=False):
+    """A bool mask (True = blocked) with every row holding at least one allowed and one blocked key."""
+    m = g.random(shape) < 0.4
+    rows = m.reshape(-1, shape[-1])
+    for r in rows:
+        r[g.integers(shape[-1])] = False
+        if r.all() or not r.any():
+            r[g.integers(shape[-1])] = True
+    m = rows.reshape(shape)
+    if keep_diag:
+        n = min(shape[-2], shape[-1])
+        m[..., np.arange(n), np.arange(n)] = False
+    return m
+
+
+def _sdpa_case(g, stage, B, h, T, S, dk, dtype="float64", mask=None, is_causal=None, dropout_p=None,
+               training=None, kind="plain", identity_v=False, scale=1.0):
+    q, k = g.normal(size=(B, h, T, dk)) * scale, g.normal(size=(B, h, S, dk)) * scale
+    v = np.broadcast_to(np.eye(S), (B, h, S, S)).copy() if identity_v else g.normal(size=(B, h, S, dk))
+    return {"stage": stage, "q": q, "k": k, "v": v, "mask": mask, "is_causal": is_causal, "dropout_p": dropout_p,
+            "training": training, "dtype": dtype, "kind": kind, "torch_seed": int(g.integers(2**31))}
+
+
+def _sdpa_cases(seed, hidden):
+    g = rng(seed, "sdpa_attention" + str(hidden))
+    if not hidden:
+        return [
+            _sdpa_case(g, "形状与 dtype：float32，不带掩码", 1, 2, 3, 3, 4, dtype="float32"),
+            _sdpa_case(g, "布尔掩码（课程约定 True = 屏蔽）：key padding，形状 (B,1,1,S)", 2, 2, 5, 5, 4,
+                       mask=_padding([3, 4], 5)[:, None, None, :]),
+            _sdpa_case(g, "is_causal=True，不带 mask", 1, 2, 5, 5, 4, is_causal=True),
+            _sdpa_case(g, "mask 与 is_causal=True 同时给：padding + 因果", 2, 2, 5, 5, 4,
+                       mask=_padding([3, 4], 5)[:, None, None, :], is_causal=True),
+            _sdpa_case(g, "dropout_p=0.5 但 training=False：必须是确定的、不做 dropout", 2, 2, 4, 4, 4,
+                       dropout_p=0.5, training=False),
+        ]
+    return [
+        _sdpa_case(g, "T=3 ≠ S=6，二维掩码 (T,S)，float32", 2, 2, 3, 6, 8, dtype="float32",
+                   mask=_random_mask(g, (3, 6))),
+        _sdpa_case(g, "每个头各自的掩码 (B,h,T,T)", 2, 3, 6, 6, 4, mask=_random_mask(g, (2, 3, 6, 6))),
+        _sdpa_case(g, "每个头各自的掩码 + is_causal=True，float32", 2, 3, 6, 6, 4, dtype="float32",
+                   mask=_random_mask(g, (2, 3, 6, 6), keep_diag=True), is_causal=True),
+        _sdpa_case(g, "is_causal=True 且 training=False、dropout_p=0.5", 1, 2, 7, 7, 4, is_causal=True,
+                   dropout_p=0.5, training=False),
+        _sdpa_case(g, "training=True、dropout_p=0.3：权重被随机置 0，保留的除以 1-p（V 取单位阵，输出就是权重）",
+                   2, 2, 8, 8, 4, dropout_p=0.3, training=True, kind="dropout_train", identity_v=True, scale=0.5),
+    ]
+
+
+def _decode_cases(seed, hidden):
+    g = rng(seed, "decode_step" + str(hidden))
+
+    def case(stage, B, h, S, dk, dtype="float64"):
+        return {"stage": stage, "q_new": g.normal(size=(B, h, 1, dk)), "k_cache": g.normal(size=(B, h, S, dk)),
+                "v_cache": g.normal(size=(B, h, S, dk)), "dtype": dtype}
+
+    if not hidden:
+        return [
+            case("缓存里只有 1 个 token（S=1）：输出就是那个 value，float32", 1, 1, 1, 4, dtype="float32"),
+            case("S=5：新 token 要看全部 5 个缓存的 key", 1, 2, 5, 4),
+        ]
+    return [
+        case("B=2, h=3, S=8, float32", 2, 3, 8, 4, dtype="float32"),
+        case("S=16, d_k=8", 2, 2, 16, 8),
+        case("S=2", 3, 1, 2, 6),
+    ]
+
+
+_PROJ = ("W_q", "W_k", "W_v", "W_o")
+
+
+def _to_torch_cases(seed, hidden):
+    g = rng(seed, "to_torch_mha" + str(hidden))
+
+    def case(stage, d, h, bias, B=2, T=5):
+        c = {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "x": g.normal(size=(B, T, d))}
+        for name in _PROJ:
+            c[name] = g.normal(size=(d, d)) / np.sqrt(d)
+            c[name + "_bias"] = g.normal(size=d) * 0.5 if bias else None
+        return c
+
+    if not hidden:
+        return [
+            case("d_model=4, 1 个头, 有 bias", 4, 1, True),
+            case("d_model=8, 2 个头, 无 bias", 8, 2, False),
+            case("d_model=8, 4 个头, 有 bias", 8, 4, True),
+        ]
+    return [
+        case("d_model=12, 3 个头, 有 bias", 12, 3, True, B=3, T=4),
+        case("d_model=16, 4 个头, 无 bias", 16, 4, False),
+        case("d_model=6, 6 个头（d_k=1）, 有 bias", 6, 6, True, B=1, T=7),
+    ]
+
+
+def _forward_cases(seed, hidden):
+    g = rng(seed, "torch_mha_forward" + str(hidden))
+
+    def case(stage, d, h, bias=True, B=2, T=5, lengths=None, causal=None, dtype="float64"):
+        return {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "dtype": dtype,
+                "x": g.normal(size=(B, T, d)),
+                "in_proj_weight": g.normal(size=(3 * d, d)) / np.sqrt(d),
+                "in_proj_bias": g.normal(size=3 * d) * 0.5 if bias else None,
+                "out_proj_weight": g.normal(size=(d, d)) / np.sqrt(d),
+                "out_proj_bias": g.normal(size=d) * 0.5 if bias else None,
+                "key_padding": None if lengths is None else _padding(lengths, T), "causal": causal}
+
+    if not hidden:
+        return [
+            case("不带掩码，float32：只要 y，形状 (B,T,d)", 8, 2, dtype="float32"),
+            case("key_padding（True = pad，右补齐）", 8, 2, lengths=[3, 4]),
+            case("causal=True", 8, 2, causal=True),
+        ]
+    return [
+        case("key_padding + causal，float32", 8, 4, lengths=[5, 3], causal=True, dtype="float32", B=2, T=5),
+        case("无 bias，d=12，3 个头，padding", 12, 3, bias=False, lengths=[2, 6, 4], B=3, T=6),
+        case("1 个头，padding + causal", 6, 1, lengths=[4, 2], causal=True, T=4),
+        case("causal=False 显式给出、key_padding=None", 8, 2, causal=False, B=3, T=3),
+    ]
+
+
+CASES = {
+    "sdpa_attention": _sdpa_cases,
+    "decode_step": _decode_cases,
+    "to_torch_mha": _to_torch_cases,
+    "torch_mha_forward": _forward_cases,
+}

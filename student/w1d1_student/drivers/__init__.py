@@ -1,0 +1,1 @@
+"""How each exercise runs the student's code on one case (no reference implementation here)."""

@@ -1,0 +1,108 @@
+"""Drivers of notebook 02 (§2): attention_forward, attention_backward, numerical_gradient,
+attention_function, init_score_std.
+
+Only inputs and the grader-chosen test functions `f` of numerical_gradient live here; the
+references are on the judge side.
+"""
+import numpy as np
+
+from ..driver import Driver, dtype_name, lookup, to_numpy
+
+
+def _args(case):
+    mask = None if case["mask"] is None else case["mask"].copy()
+    return case["Q"].copy(), case["K"].copy(), case["V"].copy(), mask
+
+
+def _changed(args, case):
+    names = ("Q", "K", "V", "mask")
+    return any(a is not None and not np.array_equal(a, case[n]) for a, n in zip(args, names))
+
+
+def _call_forward(ns, case):
+    fn = lookup(ns, "attention_forward")
+    args = _args(case)
+    out = fn(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    return {"Y": to_numpy(out[0]), "input_changed": _changed(args, case)}
+
+
+def _call_backward(ns, case):
+    fwd = lookup(ns, "attention_forward")
+    bwd = lookup(ns, "attention_backward")
+    args = _args(case)
+    out = fwd(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    Y, cache = out
+    dY = case["dY"].copy()
+    grads = bwd(dY, cache)
+    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+        raise TypeError(f"attention_backward 应返回 (dQ, dK, dV) 三个值，得到 {type(grads).__name__}")
+    res = {"Y": to_numpy(Y), "dQ": to_numpy(grads[0]), "dK": to_numpy(grads[1]), "dV": to_numpy(grads[2]),
+           "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
+    return res
+
+
+def make_f(case):
+    """The scalar test function of a numerical_gradient case (plain numpy, no reference)."""
+    kind, p = case["kind"], case["params"]
+    if kind == "cubic":  # Σ c x³ + Σ x_i x_{i+1}: curved and coupled
+        return lambda x: float(np.sum(p["c"] * x**3) + np.sum(x.ravel()[:-1] * x.ravel()[1:]))
+    if kind == "tanh":  # Σ C ⊙ tanh(X W)
+        return lambda x: float(np.sum(p["C"] * np.tanh(x @ p["W"])))
+    if kind == "exp":  # Σ c exp(a x) + ½(Σx)²: the central difference depends visibly on eps
+        return lambda x: float(np.sum(p["c"] * np.exp(p["a"] * x)) + 0.5 * np.sum(x) ** 2)
+    if kind == "quad":  # ½ xᵀ M x + bᵀ x on the flattened array, plus a product term
+        return lambda x: float(0.5 * x.ravel() @ p["M"] @ x.ravel() + p["b"] @ x.ravel()
+                               + np.prod(np.cos(x.ravel()[:3])))
+    raise ValueError(kind)
+
+
+def _call_numgrad(ns, case):
+    fn = lookup(ns, "numerical_gradient")
+    f = make_f(case)
+    x = case["x"].copy()
+    out = fn(f, x) if case["eps"] is None else fn(f, x, eps=case["eps"])
+    return {"grad": to_numpy(out), "input_changed": not np.array_equal(x, case["x"])}
+
+
+def _call_function(ns, case):
+    import torch
+
+    cls = lookup(ns, "AttentionFunction")
+    dt = {"float64": torch.float64, "float32": torch.float32}[case["dtype"]]
+    q, k, v = (torch.tensor(case[n], dtype=dt, requires_grad=True) for n in ("Q", "K", "V"))
+    mask = None if case["mask"] is None else torch.tensor(case["mask"], dtype=torch.bool)
+    y = cls.apply(q, k, v, mask)
+    dy = torch.tensor(case["dY"], dtype=dt)
+    dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
+    out = {"Y": to_numpy(y), "dQ": to_numpy(dq), "dK": to_numpy(dk), "dV": to_numpy(dv),
+           "Y_dtype": dtype_name(y), "dQ_dtype": dtype_name(dq), "dK_dtype": dtype_name(dk),
+           "dV_dtype": dtype_name(dv)}
+    if case["gradcheck"]:
+        inputs = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (mask,)
+        ok = torch.autograd.gradcheck(cls.apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
+        out["gradcheck"] = bool(ok)
+    return out
+
+
+def _call_init(ns, case):
+    fn = lookup(ns, "init_score_std")
+    if case["input_var"] is None:
+        out = fn(case["d"], case["weight_bound"])
+    else:
+        out = fn(case["d"], case["weight_bound"], case["input_var"])
+    is_number = isinstance(out, (int, float, np.floating, np.integer)) and not isinstance(out, bool)
+    is_number = is_number or (isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in "iuf")
+    return {"std": to_numpy(out), "is_number": is_number}
+
+
+DRIVERS = {
+    "attention_forward": Driver(("attention_forward",), _call_forward),
+    "attention_backward": Driver(("attention_backward",), _call_backward),
+    "numerical_gradient": Driver(("numerical_gradient",), _call_numgrad),
+    "attention_function": Driver(("AttentionFunction",), _call_function),
+    "init_score_std": Driver(("init_score_std",), _call_init),
+}

@@ -1,0 +1,126 @@
+"""`check(grade_id)`: run the student's definitions on the check's cases.
+
+The cases are data the grader made. At home the public ones come with the package (with the
+grader's expected values and the outputs of the known bugs), and the verdict is computed right
+here, so a student sees it at once. While grading (`W1D1_GRADING=1`) the grader hands the kernel
+a read-only case file (path in `W1D1_CASES`, inputs only); the results are only emitted as plain
+data and the grader judges them in its own process, where nothing the student wrote has run.
+"""
+import json
+import os
+import sys
+import traceback
+import warnings
+from importlib import resources
+
+from . import cell_scope, registry, wire
+
+MAX_ERROR_CHARS = 600
+CASES_ENV = "W1D1_CASES"
+PUBLIC_DATA = "public_cases.json"
+
+
+def grading():
+    return os.environ.get("W1D1_GRADING") == "1"
+
+
+def _short_error(exc):
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).strip()
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …"
+
+
+def _origin(obj):
+    """Where a definition comes from: its module and the file its code was compiled from."""
+    code = getattr(obj, "__code__", None)
+    if code is None and isinstance(obj, type):
+        for attr in vars(obj).values():
+            code = getattr(attr, "__code__", None) or getattr(getattr(attr, "__func__", None), "__code__", None)
+            if code is not None:
+                break
+    return {"module": str(getattr(obj, "__module__", "")), "file": str(getattr(code, "co_filename", ""))}
+
+
+_PUBLIC = {}
+
+
+def public_cases():
+    """{grade_id: [case, ...]}: the public cases shipped with the package, with the grader's answers."""
+    if not _PUBLIC:
+        text = resources.files("w1d1_student").joinpath("data", PUBLIC_DATA).read_text(encoding="utf-8")
+        _PUBLIC.update(wire.decode(json.loads(text)))
+    return _PUBLIC
+
+
+def case_file_cases(path, grade_id, hidden):
+    with open(path, encoding="utf-8") as fh:
+        data = wire.decode(json.load(fh))
+    return data[grade_id]["hidden" if hidden else "public"]
+
+
+def cases_for(grade_id, hidden):
+    """The cases of one check, or None where there are none here (hidden cases at home)."""
+    registry.topic(grade_id)  # an unknown grade_id is a clear error
+    path = os.environ.get(CASES_ENV)
+    if path:
+        return case_file_cases(path, grade_id, hidden)
+    if hidden:
+        return None
+    return public_cases()[grade_id]
+
+
+def run_cases(grade_id, ns, cases, hidden=False):
+    """Run the student's code on every case; each result is plain data or the student's error."""
+    drv = registry.driver(grade_id)
+    results = []
+    for case in cases:
+        inputs = {k: v for k, v in case.items() if k != "_oracle"}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = drv.run(ns, inputs)
+            results.append({"ok": True, "out": out})
+        except Exception as exc:  # the student's error becomes part of the verdict
+            results.append({"ok": False, "error": _short_error(exc)})
+    origins = {name: _origin(ns[name]) for name in drv.names if name in ns}
+    return {"grade_id": grade_id, "hidden": bool(hidden), "results": results, "origins": origins}
+
+
+def judge(grade_id, cases, results):
+    """The verdict on `results` of the student's code on `cases` (each case carrying `_oracle`)."""
+    from .engine import fail
+
+    if not isinstance(results, list) or len(results) != len(cases):
+        return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
+    return registry.judge(grade_id)(cases, results)
+
+
+def check(grade_id, hidden=False):
+    """Run the checks of exercise `grade_id` on the definitions in the calling notebook."""
+    ns = sys._getframe(1).f_globals
+    cases = cases_for(grade_id, hidden)
+    if cases is None:
+        print(f"ℹ️ 隐藏检查在提交后由评分系统运行：{grade_id}")
+        return None
+    payload = run_cases(grade_id, ns, cases, hidden=hidden)
+    if grading():
+        from IPython.display import display
+
+        display({wire.MIME: wire.dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
+        return None
+    cell_scope.warn_outside(ns, registry.driver(grade_id).names)  # grading runs only setup/answer/test cells
+    verdict = judge(grade_id, cases, wire.loads(wire.dumps(payload))["results"])  # the data the grader would see
+    if not verdict.passed:
+        raise CheckFailed(verdict.message)
+    kind = "隐藏检查" if hidden else "公开检查"
+    note = "" if hidden else "（提交后还有隐藏检查）"
+    print(f"✅ {kind}通过：{grade_id}{note}")
+    return None
+
+
+class CheckFailed(AssertionError):
+    """A check that did not pass; the message says why, in Chinese."""
+
+    def _render_traceback_(self):
+        # IPython shows these lines instead of a traceback through the checker's own code
+        return ["\x1b[1;31mCheckFailed：检查未通过\x1b[0m", str(self)]

@@ -18,7 +18,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIR = ROOT / "solutions" / "w1d1"
-CHECK_IMPORT = "from autograder.kernel import check"
+CHECK_IMPORT = "from w1d1_student import check"
 
 
 def _meta(grade_id, *, grade, solution, locked, points=None):

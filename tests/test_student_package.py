@@ -1,0 +1,242 @@
+"""The student wheel carries no answers and is all a student's Jupyter needs.
+
+The wheel is built fresh (`autograder.student_package.build`) and then
+- every file in it is read: no solution cell, no grader function, no hidden case, no grader import;
+- the release notebooks, with the solutions pasted into their answer cells, run top to bottom in a
+  kernel that sees ONLY the unpacked wheel plus the third-party packages, and every public check
+  passes there; `import autograder` fails there;
+- every buggy variant of the mutation tables fails its public check in that kernel with exactly the
+  message the grader gives for the same cases.
+
+Isolation: the kernel runs `python -S` (no site-packages, no .pth files: neither the repo nor the
+venv's own copy of the package is on its path) with PYTHONPATH = the unpacked wheel, then a folder
+of links to the venv's third-party packages (w1d1 modules left out), and a working folder outside
+the repo. A fresh `python -m venv` with pip installs would prove the same but costs minutes and a
+network here; the import path the kernel ends up with is asserted, so the shortcut cannot hide a
+leak.
+"""
+import ast
+import json
+import re
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from w1d1_student import registry, wire
+
+from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR, available_notebooks
+from autograder.judge import judge_payload, make_cases
+from autograder.student_package import build
+from tests.test_mutations import VARIANTS
+
+OWN_MODULES = ("w1d1_student", "w1d1_viz", "w1day1_checks")
+KERNEL = "w1d1-wheel-only"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def wheel_files(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        return {name: zf.read(name).decode("utf-8") for name in zf.namelist()}
+
+
+def _solution_blocks():
+    blocks = []
+    for name in available_notebooks():
+        nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
+        for cell in nb.cells:
+            m = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
+            if m and cell.cell_type == "code":
+                blocks.append((cell.metadata["nbgrader"]["grade_id"], m.group(1)))
+    return blocks
+
+
+def _grader_functions():
+    names = set()
+    for path in list((REPO / "autograder" / "judge").glob("*.py")) + list((REPO / "autograder" / "cases").glob("*.py")):
+        names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
+    return names - {"__init__", "__getitem__", "__iter__", "__len__"}
+
+
+def test_wheel_holds_the_package_the_helpers_and_nothing_else(wheel_files):
+    tops = {name.split("/")[0] for name in wheel_files if ".dist-info/" not in name}
+    assert tops == {"w1d1_student", "w1d1_viz.py", "w1day1_checks.py"}
+    for module in ("w1d1_viz.py", "w1day1_checks.py"):  # built from the one source in solutions/w1d1
+        assert wheel_files[module] == (SOURCE_DIR / ASSIGNMENT / module).read_text(encoding="utf-8")
+
+
+def test_no_file_of_the_wheel_holds_an_answer(wheel_files):
+    texts = {name: text for name, text in wheel_files.items() if ".dist-info/" not in name}
+    squeeze = {name: re.sub(r"\s+", "", text) for name, text in texts.items()}
+    for name, text in texts.items():
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text, name
+    for grade_id, block in _solution_blocks():  # no solution cell, in any file
+        body = re.sub(r"\s+", "", block)
+        assert len(body) > 20, grade_id
+        assert not any(body in text for text in squeeze.values()), grade_id
+    grader = _grader_functions()
+    assert {"backward_ref", "mha_ref", "central", "leftpad_ref"} <= grader  # the list below is not empty
+    for name, text in texts.items():
+        if not name.startswith("w1d1_student/") or not name.endswith(".py"):
+            continue
+        tree = ast.parse(text)
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert not defined & grader, (name, sorted(defined & grader))  # no reference, no case generator
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+        assert not imported & {"autograder", "solutions", "tests", "w1d1_attention"}, name
+
+
+def test_the_data_are_the_public_cases_only(wheel_files):
+    data = wire.decode(json.loads(wheel_files["w1d1_student/data/public_cases.json"]))
+    assert sorted(data) == sorted(registry.NOTEBOOK_OF)
+    code = "\n".join(text for name, text in wheel_files.items() if name.endswith(".py"))
+    for grade_id, cases in data.items():
+        public = make_cases(grade_id, 0, hidden=False)
+        assert [c["stage"] for c in cases] == [c["stage"] for c in public], grade_id
+        assert any(c["_oracle"] for c in cases), grade_id  # the expected values travel with the cases
+        only_hidden = {c["stage"] for c in make_cases(grade_id, 0, hidden=True)} - {c["stage"] for c in public}
+        assert only_hidden, grade_id
+        assert not [s for s in only_hidden if len(s) > 8 and s in code], grade_id  # no hidden case generator
+
+
+# ------------------------------------------------------------------ a kernel with only the wheel
+
+
+@pytest.fixture(scope="module")
+def isolated(wheel, tmp_path_factory):
+    """(kernel name, working folder): a kernelspec whose python sees only the wheel and third-party packages."""
+    root = tmp_path_factory.mktemp("wheel_only")
+    unpacked = root / "wheel"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(unpacked)
+    third_party = root / "third_party"
+    third_party.mkdir()
+    site = Path(sysconfig.get_paths()["purelib"])
+    for entry in site.iterdir():
+        if entry.name.startswith(OWN_MODULES) or entry.suffix == ".pth":
+            continue
+        (third_party / entry.name).symlink_to(entry)
+    spec = root / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": KERNEL, "language": "python",
+        "env": {"PYTHONPATH": f"{unpacked}:{third_party}", "MPLBACKEND": "agg", "W1D1_CASES": "", "W1D1_GRADING": ""}}))
+    work = root / "home"
+    work.mkdir()
+    return KERNEL, work, root / "jupyter", unpacked
+
+
+def _run(nb, isolated, monkeypatch):
+    kernel, work, jupyter_path, _ = isolated
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
+    monkeypatch.delenv("W1D1_CASES", raising=False)
+    NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": str(work)}},
+                   allow_errors=True).execute()
+    return nb
+
+
+def _with_solutions(name):
+    """The release notebook with the solution notebook's answer cells pasted in."""
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source
+               for c in nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4).cells
+               if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and gid in answers:
+            cell.source = answers[gid]
+    return nb
+
+
+def test_the_kernel_sees_only_the_wheel(isolated, monkeypatch):
+    _, work, _, unpacked = isolated
+    probe = """
+import sys, json, importlib.util
+import w1d1_student, w1d1_viz, w1day1_checks
+print(json.dumps({"path": sys.path, "files": [m.__file__ for m in (w1d1_student, w1d1_viz, w1day1_checks)],
+                  "autograder": importlib.util.find_spec("autograder") is not None,
+                  "tests": importlib.util.find_spec("tests") is not None}))
+"""
+    nb = _run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(probe),
+                                              nbformat.v4.new_code_cell("import autograder")]), isolated, monkeypatch)
+    seen = json.loads(nb.cells[0].outputs[0].text)
+    assert not seen["autograder"] and not seen["tests"]
+    assert all(f.startswith(str(unpacked)) for f in seen["files"]), seen["files"]
+    assert not any(p.startswith(str(REPO)) for p in seen["path"]), seen["path"]
+    assert nb.cells[1].outputs[0].ename == "ModuleNotFoundError"
+
+
+@pytest.mark.parametrize("name", available_notebooks())
+def test_release_notebook_with_solutions_runs_on_the_wheel(name, isolated, monkeypatch):
+    nb = _run(_with_solutions(name), isolated, monkeypatch)
+    passed = 0
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"{name} cell {i}: {errors[0].ename}: {errors[0].evalue}"
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.startswith("test_") and not gid.endswith("__hidden"):
+            text = "".join(o.get("text", "") for o in cell.outputs)
+            assert f"✅ 公开检查通过：{gid[5:]}" in text, f"{name}: {gid}: {text[:300]}"
+            passed += 1
+    assert passed == sum(1 for g, nb_name in registry.NOTEBOOK_OF.items() if nb_name == name)
+
+
+def _grader_message(grade_id, src):
+    """The grader's verdict on the public cases (seed 0), as the student saw it before this package."""
+    from w1d1_student.runner import run_cases
+
+    ns = {"__name__": "__main__"}
+    exec(compile(src, "<answer cell>", "exec"), ns)
+    payload = run_cases(grade_id, ns, make_cases(grade_id, 0, False))
+    return judge_payload(wire.loads(wire.dumps(payload)), seed=0)
+
+
+def test_buggy_variants_get_the_graders_diagnosis_at_home(isolated, monkeypatch):
+    cases = []
+    for gid, table in sorted(VARIANTS.items()):
+        for i, (src, diagnosis) in enumerate(table["buggy"]):
+            verdict = _grader_message(gid, src)
+            if not verdict.passed:  # some bugs only show on the hidden cases
+                # a variant that leaves weights at their random init prints other numbers each run:
+                # then the first line (stage and diagnosis) is what must agree
+                whole = verdict.message == _grader_message(gid, src).message
+                cases.append({"id": f"{gid}-{i}", "gid": gid, "src": src, "want": verdict.message, "diag": diagnosis,
+                              "whole": whole})
+    assert len(cases) > 100
+    driver = f"""
+import json
+from w1d1_student import CheckFailed, check
+got = {{}}
+for case in json.loads({json.dumps(json.dumps([{k: c[k] for k in ("id", "gid", "src")} for c in cases]))}):
+    ns = {{"__name__": "__main__", "check": check}}
+    try:
+        exec(case["src"], ns)
+        exec(f"check({{case['gid']!r}})", ns)
+        got[case["id"]] = None
+    except CheckFailed as exc:
+        got[case["id"]] = str(exc)
+print(json.dumps(got))
+"""
+    nb = _run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(driver)]), isolated, monkeypatch)
+    out = nb.cells[0].outputs
+    assert out and out[-1].output_type == "stream", out
+    got = json.loads(out[-1].text)
+    for case in cases:
+        if case["whole"]:
+            assert got[case["id"]] == case["want"], case["id"]
+        else:
+            assert got[case["id"]].splitlines()[0] == case["want"].splitlines()[0], case["id"]
+        if case["diag"] in case["want"]:
+            assert case["diag"] in got[case["id"]], case["id"]

@@ -66,8 +66,11 @@ release: venv
 grade: venv system-deps
 	$(PY) -m autograder grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
 
+# nbgrader's CSV of the grading run in OUT (its own gradebook); nbgrader calls alembic, so the venv's bin goes on PATH
 export: venv
-	$(VENV)/bin/nbgrader export --to $(OUT)/nbgrader_grades.csv
+	@test -f "$(OUT)/nbgrader/gradebook.db" || { echo "没有找到 $(OUT)/nbgrader/gradebook.db：先运行 make grade OUT=$(OUT)"; exit 2; }
+	cd "$(OUT)/nbgrader" && PATH="$(abspath $(VENV))/bin:$$PATH" "$(abspath $(VENV))/bin/nbgrader" export \
+	  --db="sqlite:///$(abspath $(OUT))/nbgrader/gradebook.db" --to="$(abspath $(OUT))/nbgrader_grades.csv"
 
 selftest: venv
 	$(PY) solutions/w1d1_attention.py --selftest

@@ -8,6 +8,7 @@ WORK="${1:-$(mktemp -d)}"
 mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
 BIN="$REPO/.venv/bin"
+PLAIN_PATH="$PATH"   # what a fresh shell has: the venv is not on it
 export PATH="$BIN:$PATH"
 EX="$WORK/exchange"; mkdir -p "$EX"
 COURSE=w1d1-attention
@@ -36,7 +37,7 @@ python -m autograder grade "$WORK/submitted" --out "$WORK/grading" --jobs 2
 echo "== 5. one student's feedback"
 ls "$WORK/grading/feedback/alice/"
 
-echo "== 6. export"
-nbgrader export --db="sqlite:///$WORK/grading/nbgrader/gradebook.db" --to="$WORK/grades_nbgrader.csv"
+echo "== 6. export (nbgrader's CSV of this grading run)"
+PATH="$PLAIN_PATH" make -s -C "$REPO" export OUT="$WORK/grading"
 echo "per test cell: $WORK/grading/grades.csv"
-echo "nbgrader totals: $WORK/grades_nbgrader.csv"
+echo "nbgrader totals: $WORK/grading/nbgrader_grades.csv"

@@ -3,8 +3,9 @@
 Each kernel sees the Python environment read-only (with the student package, which holds no
 answers), this run's case file read-only (at a neutral path, inputs only), and a private working
 folder: a size-capped tmpfs filled with copies of the submission's regular files. Nothing the
-kernel writes there survives it, so the grader never reads or writes a file a kernel left behind. The companion script and the reference implementation
-are not visible at all: wherever the grader's Python would find them, the sandbox shows a stub.
+kernel writes there survives it, so the grader never reads or writes a file a kernel left behind.
+The companion script and the reference implementation are not visible at all: wherever the
+grader's Python would find them, the sandbox shows a stub.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
 """

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from autograder.kernel.wire import MIME
 
 from autograder import sandbox
 from autograder.course import ASSIGNMENT, REPO
 from autograder.grade import grade
-from autograder.kernel.wire import MIME
 from tests import grading_class as gc
 
 NB = gc.NB

@@ -3,9 +3,9 @@ import json
 
 import nbformat
 import pytest
+from autograder.kernel import cell_scope
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
-from autograder.kernel import cell_scope
 
 
 def _cell(src, **meta):

@@ -1,8 +1,45 @@
 """Answer-cell variants per exercise for the grader's mutation suite.
 
-Each module `exNN.py` defines VARIANTS = {grade_id: {"solution": src, "correct": [src, ...],
-"buggy": [(src, diagnosis_substring), ...]}}. Every src is a complete answer cell (imports included).
+Each module, named after its notebook (`nb01_self_attention.py`), defines VARIANTS = {grade_id:
+{"solution": notebook_solution(grade_id), "correct": [src, ...], "buggy": [(src, diagnosis_substring), ...]}}.
+Every src is a complete answer cell (imports included); the solution is the notebook's own.
 """
+import ast
+from pathlib import Path
+
+import nbformat
+from w1d1_student import registry
+
+SOURCE_DIR = Path(__file__).resolve().parents[2] / "solutions" / "w1d1"
+
+
+def _definitions(source):
+    """The imports, functions and classes of a course cell (what an answer may use), without its demo code."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
+    return "\n".join(ast.get_source_segment(source, node) for node in tree.body if isinstance(node, keep))
+
+
+def notebook_solution(grade_id):
+    """The solution notebook's answer to `grade_id`, with what the notebook defines before it: the imports,
+    functions and classes of the course cells and the answers of the earlier exercises."""
+    nb = nbformat.read(SOURCE_DIR / f"{registry.NOTEBOOK_OF[grade_id]}.ipynb", as_version=4)
+    parts = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            parts.append(cell.source)
+            if meta.get("grade_id") == grade_id:
+                return "\n\n".join(p for p in parts if p) + "\n"
+        elif not meta.get("grade"):
+            parts.append(_definitions(cell.source) or "")
+    raise KeyError(f"{grade_id}: no answer cell in its notebook")
+
 
 _TRACED = '''
 import functools

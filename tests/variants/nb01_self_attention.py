@@ -1,5 +1,5 @@
 """Variants of notebook 01's answers."""
-from tests.variants import decorated
+from tests.variants import decorated, notebook_solution
 
 SOFTMAX = '''
 import numpy as np
@@ -33,7 +33,7 @@ def asymmetry(S):
 
 VARIANTS = {
     "softmax": {
-        "solution": SOFTMAX,
+        "solution": notebook_solution("softmax"),
         "correct": [
             # log-sum-exp style
             '''
@@ -92,7 +92,7 @@ def softmax(x, axis=-1):
         ],
     },
     "self_attention": {
-        "solution": SELF_ATTENTION,
+        "solution": notebook_solution("self_attention"),
         "correct": [
             '''
 import numpy as np
@@ -126,7 +126,7 @@ def self_attention(X, W_q, W_k, W_v):
         ],
     },
     "score_diagnostics": {
-        "solution": DIAG,
+        "solution": notebook_solution("score_diagnostics"),
         "correct": [
             '''
 import numpy as np

@@ -1,5 +1,5 @@
 """Variants of notebook 03's answers (§3 masks)."""
-from tests.variants import decorated
+from tests.variants import decorated, notebook_solution
 
 CAUSAL = '''
 import torch
@@ -57,7 +57,7 @@ def _mask(key_padding, T):
 
 VARIANTS = {
     "causal_mask": {
-        "solution": CAUSAL,
+        "solution": notebook_solution("causal_mask"),
         "correct": [
             '''
 import torch
@@ -102,7 +102,7 @@ def causal_mask(T):
         ],
     },
     "padding_mask": {
-        "solution": PADDING,
+        "solution": notebook_solution("padding_mask"),
         "correct": [
             '''
 import torch
@@ -139,7 +139,7 @@ def padding_mask(lengths, T, side="right"):
         ],
     },
     "attention_mask": {
-        "solution": ATTENTION_MASK,
+        "solution": notebook_solution("attention_mask"),
         "correct": [
             '''
 import torch
@@ -173,7 +173,7 @@ def attention_mask(key_padding, causal=True):
         ],
     },
     "masked_softmax": {
-        "solution": MASKED_SOFTMAX,
+        "solution": notebook_solution("masked_softmax"),
         "correct": [
             # -inf, then zero the fully blocked rows explicitly (torch.where keeps grads finite)
             '''
@@ -249,7 +249,7 @@ def masked_softmax(scores, mask):
         ],
     },
     "leftpad_safe": {
-        "solution": LEFTPAD,
+        "solution": notebook_solution("leftpad_safe"),
         "correct": [
             # fix 1: finite fill finfo.min (pad rows uniform)
             _LP_HEAD + '''

@@ -1,5 +1,5 @@
 """Variants of notebook 05's answers (§5 complexity)."""
-from tests.variants import decorated
+from tests.variants import decorated, notebook_solution
 
 FLOPS = '''
 def mha_flops(T, d):
@@ -27,7 +27,7 @@ def generation_flops(T, d, kv_cache):
 
 VARIANTS = {
     "flops": {
-        "solution": FLOPS,
+        "solution": notebook_solution("flops"),
         "correct": [
             # step by step from the matmul shapes, 2mkn each
             '''
@@ -65,7 +65,7 @@ def attention_flop_share(T, d):
         ],
     },
     "attn_memory": {
-        "solution": MEMORY,
+        "solution": notebook_solution("attn_memory"),
         "correct": [
             '''
 import math
@@ -89,7 +89,7 @@ def attn_matrix_bytes(B, h, T, bytes_per_element=2, n_layers=1):
         ],
     },
     "generation_flops": {
-        "solution": GENERATION,
+        "solution": notebook_solution("generation_flops"),
         "correct": [
             # closed form sums, integer arithmetic
             '''

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.variants import decorated
+from tests.variants import decorated, notebook_solution
 
 
 def _course_mha_class():
@@ -66,7 +66,7 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
 
 VARIANTS = {
     "sdpa_attention": {
-        "solution": SDPA,
+        "solution": notebook_solution("sdpa_attention"),
         "correct": [
             # additive float mask (0 / -inf), SDPA imported by name
             '''
@@ -140,7 +140,7 @@ def sdpa_attention(q, k, v, mask=None, is_causal=False, dropout_p=0.0, training=
         ],
     },
     "decode_step": {
-        "solution": DECODE,
+        "solution": notebook_solution("decode_step"),
         "correct": [
             '''
 import math
@@ -187,7 +187,7 @@ def decode_step(q_new, k_cache, v_cache):
         ],
     },
     "to_torch_mha": {
-        "solution": TO_TORCH,
+        "solution": notebook_solution("to_torch_mha"),
         "correct": [
             # load_state_dict with the packed layout
             MHA_CLASS + '''
@@ -231,7 +231,7 @@ def to_torch_mha(mha):
         ],
     },
     "torch_mha_forward": {
-        "solution": FORWARD,
+        "solution": notebook_solution("torch_mha_forward"),
         "correct": [
             # one merged bool mask of shape (B·h, T, T)
             '''

@@ -1,5 +1,7 @@
 """Variants of notebook 04's answers."""
 
+from tests.variants import notebook_solution
+
 SPLIT_MERGE = '''
 import torch
 
@@ -241,7 +243,7 @@ MHA_FILL_SMALL = MHA.replace('float("-inf")', "-30.0")
 
 VARIANTS = {
     "split_merge_heads": {
-        "solution": SPLIT_MERGE,
+        "solution": notebook_solution("split_merge_heads"),
         "correct": [
             # split into chunks and stack; concatenate back
             '''
@@ -289,7 +291,7 @@ def merge_heads(x):
         ],
     },
     "mha": {
-        "solution": MHA,
+        "solution": notebook_solution("mha"),
         "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP],
         "buggy": [
             (MHA.replace("(att @ v).transpose(1, 2).contiguous().view(B, T, d)", "(att @ v).reshape(B, T, d)"),

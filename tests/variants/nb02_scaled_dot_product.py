@@ -1,5 +1,5 @@
 """Variants of notebook 02's answers (§2)."""
-from tests.variants import decorated
+from tests.variants import decorated, notebook_solution
 
 FORWARD = '''
 import numpy as np
@@ -87,7 +87,7 @@ def init_score_std(d, weight_bound, input_var=1.0):
 
 VARIANTS = {
     "attention_forward": {
-        "solution": FORWARD,
+        "solution": notebook_solution("attention_forward"),
         "correct": [
             # einsum, additive mask with a large finite negative number
             '''
@@ -152,7 +152,7 @@ def attention_forward(Q, K, V, mask=None):
         ],
     },
     "attention_backward": {
-        "solution": BACKWARD,
+        "solution": notebook_solution("attention_backward"),
         "correct": [
             # einsum; D from dA and A; cache is a dict
             '''
@@ -247,7 +247,7 @@ def attention_backward(dY, cache):
         ],
     },
     "numerical_gradient": {
-        "solution": NUMGRAD,
+        "solution": notebook_solution("numerical_gradient"),
         "correct": [
             # flat view, try/finally
             '''
@@ -310,7 +310,7 @@ def numerical_gradient(f, x, eps=1e-6):
         ],
     },
     "attention_function": {
-        "solution": FUNCTION,
+        "solution": notebook_solution("attention_function"),
         "correct": [
             # einsum and D from dA ⊙ A
             '''
@@ -378,7 +378,7 @@ class AttentionFunction(torch.autograd.Function):
         ],
     },
     "init_score_std": {
-        "solution": INIT,
+        "solution": notebook_solution("init_score_std"),
         "correct": [
             '''
 import numpy as np

@@ -13,14 +13,13 @@ _BIN = os.path.dirname(sys.executable)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
-NOTEBOOKS = ("01_self_attention", "02_scaled_dot_product", "03_masks", "04_multihead", "05_complexity", "06_api")
 SOURCE_DIR = REPO / "solutions"
 RELEASE_DIR = REPO / "notebooks"
 
 
 def available_notebooks():
-    """The notebooks of EXERCISES.md that exist in the source folder (in course order)."""
-    return [n for n in NOTEBOOKS if (SOURCE_DIR / ASSIGNMENT / f"{n}.ipynb").exists()]
+    """The notebooks of the assignment, in course order: every solutions/w1d1/NN_name.ipynb."""
+    return sorted(p.stem for p in (SOURCE_DIR / ASSIGNMENT).glob("[0-9][0-9]_*.ipynb"))
 
 
 def nbgrader_config(root, release_dir="release"):

@@ -1,7 +1,7 @@
-"""W1D1 autograder.
+"""W1D1 autograder (the instructor's side).
 
-`autograder.kernel` is the only part that runs next to student code (and the only part
-visible inside the grading sandbox): it runs the student's functions on the check's cases
-and hands back plain data. Everything that reaches a verdict lives in `autograder.judge`
-and runs in the grader's own process.
+It makes the cases of every check (`autograder.cases`), computes the float64 answers
+(`autograder.judge`), runs the class in sandboxes and reaches every verdict in its own process.
+Student kernels never see it: they import the student package `w1d1_student`, which this package
+imports (never the other way round) for its drivers and its judge.
 """

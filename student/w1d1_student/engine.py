@@ -52,13 +52,29 @@ def fmt(x, max_items=24):
     return np.array2string(arr, precision=4, suppress_small=True, max_line_width=100)
 
 
-def _close(got, want, rtol, atol, equal_nan=False):
+def close(got, want, rtol=1e-5, atol=1e-7, equal_nan=False):
+    """Same shape and values within tolerance; bool arrays only equal bool arrays, exactly."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return False
     if want.dtype.kind == "b" or got.dtype.kind == "b":
-        return bool(np.array_equal(got.astype(bool), want.astype(bool))) and got.dtype.kind == want.dtype.kind
+        return got.dtype.kind == want.dtype.kind and bool(np.array_equal(got, want))
     return bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def raised(stage, res, hints=()):
+    """The verdict on a case whose run failed: a hint for an error it recognises (all its needles
+    in the error text), otherwise the student's error itself."""
+    err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
+    for needles, hint in hints:
+        if all(n in err for n in needles):
+            return fail(f"【{stage}】{hint}\n报错：{err}")
+    return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
+
+
+def ran(res):
+    """Whether the student's code ran on a case and gave outputs."""
+    return isinstance(res, dict) and bool(res.get("ok"))
 
 
 def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e-8, dtypes=None, show=None):
@@ -72,9 +88,8 @@ def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e
     """
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
-            return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
+        if not ran(res):
+            return raised(stage, res)
         out = res.get("out") or {}
         want = reference(case)
         for key in keys:
@@ -92,7 +107,7 @@ def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e
             if exp.dtype.kind == "f" and got.dtype.kind == "f" and not np.all(np.isfinite(got)) and np.all(np.isfinite(exp)):
                 msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or "结果里出现了 NaN 或 inf。"
                 return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
-            if not _close(got, exp, rtol, atol):
+            if not close(got, exp, rtol, atol):
                 msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or describe_mismatch(key, got, exp, rtol, atol)
                 return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
     return PASS
@@ -105,7 +120,7 @@ def _diagnose(case, out, keys, diagnoses, rtol, atol):
         except Exception:
             continue
         tol = (max(rtol, 1e-5), max(atol, 1e-7))
-        if all(k in out and _close(out[k], bug[k], *tol, equal_nan=True) for k in keys if k in bug):
+        if all(k in out and close(out[k], bug[k], *tol, equal_nan=True) for k in keys if k in bug):
             if any(k in bug for k in keys):
                 return message
     return None
@@ -121,10 +136,10 @@ def describe_mismatch(key, got, exp, rtol, atol):
         return head + "：你的结果全是 0——是不是返回了占位的 zeros，或者没有把算出的值写回去？"
     if got.size > 1 and np.ptp(got) == 0 and np.ptp(exp) > 0:
         return head + f"：你的结果每个元素都等于 {got.flat[0]:.4g}，没有随输入变化。"
-    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(np.swapaxes(got, -1, -2), exp, rtol, atol):
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and close(np.swapaxes(got, -1, -2), exp, rtol, atol):
         return head + "：它正好是参考答案的转置——检查哪一维是 query（行）、哪一维是 key（列）。"
     scale = float(np.vdot(got, exp) / np.vdot(exp, exp)) if np.any(exp) else 0.0
-    if scale != 0 and not np.isclose(scale, 1) and _close(got, scale * exp, max(rtol, 1e-5), atol):
+    if scale != 0 and not np.isclose(scale, 1) and close(got, scale * exp, max(rtol, 1e-5), atol):
         return head + f"：它是参考答案的 {scale:.4g} 倍，只差一个常数因子——检查缩放（如 1/√d_k）或归一化。"
     wrong = ~np.isclose(got, exp, rtol=rtol, atol=atol)
     if 0 < wrong.sum() <= max(1, wrong.size // 4):

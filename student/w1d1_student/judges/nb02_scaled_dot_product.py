@@ -1,7 +1,7 @@
 """Verdicts of notebook 02 (§2): the grader's float64 answers and the realistic bugs they name."""
 import numpy as np
 
-from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, inputs_untouched, known
+from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, inputs_untouched, known, raised, ran
 
 FORWARD_BUGS = [
     ("缺少缩放：分数 QKᵀ 要乘以 1/√d_k。", known("fwd_no_scale")),
@@ -137,8 +137,8 @@ NUMGRAD_BUGS = [
 def judge_numerical_gradient(cases, results):
     for case, res in zip(cases, results):
         stage = case["stage"]
-        if not res.get("ok"):
-            return fail(f"【{stage}】你的代码抛出了异常：\n{res.get('error', '未知错误')}")
+        if not ran(res):
+            return raised(stage, res)
         out = res["out"]
         if out.get("input_changed"):
             return fail(f"【{stage}】调用之后 x 变了：每次扰动后要把 x[idx] 恢复成原值（或者在副本上扰动）。"

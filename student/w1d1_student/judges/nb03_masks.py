@@ -5,7 +5,7 @@ that differs: a mask as a grid of · (kept) and ✗ (blocked), a tensor as its f
 """
 import numpy as np
 
-from ..engine import PASS, fail, fmt, known
+from ..engine import PASS, close, fail, fmt, known, raised, ran
 
 INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
 OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
@@ -19,15 +19,6 @@ GRAD_MISSING = "梯度没有传回输入：是不是用了 .detach()、.numpy()�
 
 
 # ----------------------------------------------------------------- shared helpers
-
-
-def _close(got, want, rtol=1e-5, atol=1e-7, equal_nan=True):
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape:
-        return False
-    if got.dtype.kind == "b" or want.dtype.kind == "b":
-        return got.dtype.kind == want.dtype.kind and bool(np.array_equal(got, want))
-    return bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def _view_identity(case, arr):
@@ -45,7 +36,7 @@ def consistent(diagnoses, cases, results, key, view=_view_identity):
         ok = True
         for case, res in zip(cases, results):
             try:
-                ok = _close(view(case, res["out"][key]), view(case, buggy(case)[key]))
+                ok = close(view(case, res["out"][key]), view(case, buggy(case)[key]), equal_nan=True)
             except (KeyError, IndexError, TypeError, ValueError):
                 ok = False
             if not ok:
@@ -59,7 +50,7 @@ def diagnose(case, got, diagnoses, key, view=_view_identity):
     """The first bug whose output matches the student's on this case."""
     for message, buggy in diagnoses:
         try:
-            if _close(view(case, got), view(case, buggy(case)[key])):
+            if close(view(case, got), view(case, buggy(case)[key]), equal_nan=True):
                 return message
         except (KeyError, IndexError, TypeError, ValueError):
             pass
@@ -69,7 +60,7 @@ def diagnose(case, got, diagnoses, key, view=_view_identity):
 def first_bad(got, want, lead, rtol=0.0, atol=0.0):
     """Index over the first `lead` dims of the first sub-array where `got` and `want` differ."""
     for idx in np.ndindex(*got.shape[:lead]):
-        if not _close(got[idx], want[idx], rtol, atol, equal_nan=False):
+        if not close(got[idx], want[idx], rtol, atol):
             return idx
     return ()
 
@@ -94,14 +85,14 @@ def side_by_side(want, got, axes="行 = query，列 = key"):
 
 
 def _error_verdict(case, res):
-    err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
-    hint = f"\n提示：{OVERFLOW_HINT}" if "overflow" in err else ""
-    return fail(f"【{case['stage']}】你的代码抛出了异常：\n{err}{hint}")
+    verdict = raised(case["stage"], res)
+    overflow = isinstance(res, dict) and "overflow" in str(res.get("error", ""))
+    return fail(f"{verdict.message}\n提示：{OVERFLOW_HINT}") if overflow else verdict
 
 
 def _first_error(cases, results):
     for case, res in zip(cases, results):
-        if not (isinstance(res, dict) and res.get("ok") and isinstance(res.get("out"), dict)):
+        if not (ran(res) and isinstance(res.get("out"), dict)):
             return _error_verdict(case, res)
     return None
 
@@ -263,7 +254,7 @@ def _masked_softmax_case(c, res, diagnoses):
         return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 scores 相同），得到 {out.get('p_dtype')}。")
     want = c["_oracle"]["ref"]
     rows = ~m.all(-1)
-    if not _close(got[rows], want["p"][rows], rtol, atol, equal_nan=False):
+    if not close(got[rows], want["p"][rows], rtol, atol):
         msg = diagnose(c, got, diagnoses, "p", view=_kept_rows) or "有可看 key 的行与参考答案不一致。"
         shown = _shown(c, got, want["p"])
         idx = first_bad(got, shown, got.ndim - 2, rtol, atol)
@@ -285,7 +276,7 @@ def _masked_softmax_case(c, res, diagnoses):
     grad = np.asarray(out["grad"])
     if not np.all(np.isfinite(grad)):
         return fail(f"{stage}{GRAD_NAN}\n输入：{_ms_show(c)}\n你的 scores.grad：\n{fmt(grad, max_items=80)}")
-    if not _close(grad[rows], want["grad"][rows], rtol * 10, atol * 10, equal_nan=False):
+    if not close(grad[rows], want["grad"][rows], rtol * 10, atol * 10):
         shown = _shown(c, grad, want["grad"])
         idx = first_bad(grad, shown, grad.ndim - 2, rtol * 10, atol * 10)
         return fail(f"{stage}前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
@@ -294,16 +285,21 @@ def _masked_softmax_case(c, res, diagnoses):
     return None
 
 
-def judge_masked_softmax(cases, results):
+def _case_by_case(cases, results, diagnoses, key, view, judge_case):
+    """Errors first; then each case in turn with the bugs consistent with every case; then inputs."""
     err = _first_error(cases, results)
     if err:
         return err
-    diagnoses = consistent(MS_DIAGNOSES, cases, results, "p", view=_kept_rows)
+    diagnoses = consistent(diagnoses, cases, results, key, view=view)
     for c, res in zip(cases, results):
-        v = _masked_softmax_case(c, res, diagnoses)
+        v = judge_case(c, res, diagnoses)
         if v:
             return v
     return _inputs_untouched(cases, results) or PASS
+
+
+def judge_masked_softmax(cases, results):
+    return _case_by_case(cases, results, MS_DIAGNOSES, "p", _kept_rows, _masked_softmax_case)
 
 
 # ----------------------------------------------------------------- leftpad_safe
@@ -357,7 +353,7 @@ def _leftpad_case(c, res, diagnoses):
         return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 q 相同），得到 {out.get('y_dtype')}。")
     want = c["_oracle"]["ref"]
     pad_rows = c["kp"][..., None]
-    if not _close(_real_rows(c, y), _real_rows(c, want["y"]), rtol, atol, equal_nan=False):
+    if not close(_real_rows(c, y), _real_rows(c, want["y"]), rtol, atol):
         msg = diagnose(c, y, diagnoses, "y", view=_real_rows) or "真实位置上的输出与参考答案不一致。"
         shown = np.where(pad_rows, y, want["y"])
         (b,) = first_bad(y, shown, 1, rtol, atol)
@@ -376,7 +372,7 @@ def _leftpad_case(c, res, diagnoses):
     if c["pad_upstream"] == "zero":
         for name in ("dv", "dk", "dq"):
             g = np.asarray(out[name])
-            if not _close(g, want[name], rtol * 10, atol * 10, equal_nan=False):
+            if not close(g, want[name], rtol * 10, atol * 10):
                 (b,) = first_bad(g, want[name], 1, rtol * 10, atol * 10)
                 return fail(f"{stage}输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
                             f"pad key 不该收到任何梯度。\n输入：{_lp_show(c, b)}\n"
@@ -385,15 +381,7 @@ def _leftpad_case(c, res, diagnoses):
 
 
 def judge_leftpad_safe(cases, results):
-    err = _first_error(cases, results)
-    if err:
-        return err
-    diagnoses = consistent(LP_DIAGNOSES, cases, results, "y", view=_real_rows)
-    for c, res in zip(cases, results):
-        v = _leftpad_case(c, res, diagnoses)
-        if v:
-            return v
-    return _inputs_untouched(cases, results) or PASS
+    return _case_by_case(cases, results, LP_DIAGNOSES, "y", _real_rows, _leftpad_case)
 
 
 JUDGES = {

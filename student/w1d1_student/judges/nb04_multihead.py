@@ -5,7 +5,7 @@ module); for each realistic bug a function reproduces its output so a mismatch n
 """
 import numpy as np
 
-from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, known
+from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, known, raised, ran
 
 # ---------------------------------------------------------------- split / merge
 
@@ -207,12 +207,8 @@ def judge_mha(cases, results):
             if res["out"].get("used_torch_mha"):
                 return fail(MSG_FORBIDDEN_MHA)
     for case, res in zip(cases, results):
-        if not isinstance(res, dict) or not res.get("ok"):
-            hint = _error_hint(case, res if isinstance(res, dict) else {})
-            if hint:
-                return hint
-            err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
-            return fail(f"【{case['stage']}】你的代码抛出了异常：\n{err}")
+        if not ran(res):
+            return _error_hint(case, res if isinstance(res, dict) else {}) or raised(case["stage"], res)
         judge = {"struct": lambda c, r: _judge_struct(c, r["out"]), "forward": _judge_forward,
                  "backward": _judge_backward, "perm": _judge_perm}[case["kind"]]
         v = judge(case, res)

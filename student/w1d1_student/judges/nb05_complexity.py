@@ -1,7 +1,7 @@
 """Verdicts of notebook 05 (§5): exact integer counts, checked case by case."""
 import math
 
-from ..engine import PASS, fail, known
+from ..engine import PASS, fail, known, raised, ran
 
 INT_HINT = "FLOPs 和字节数是精确的计数，应返回整数 int（全程用整数运算：* 和 //，不要用 / 或浮点数）。"
 
@@ -37,9 +37,8 @@ def _judge(cases, results, specs, show):
     """specs: list of (key, kind, reference(case), [(message, buggy(case)), ...])."""
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
-            return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
+        if not ran(res):
+            return raised(stage, res)
         out = res.get("out") or {}
         for key, kind, reference, diagnoses in specs:
             got, type_name = out.get(key), str(out.get(f"{key}_type"))

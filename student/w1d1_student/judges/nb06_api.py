@@ -6,7 +6,7 @@ rows are ignored when naming the bug.
 """
 import numpy as np
 
-from ..engine import PASS, fail, fmt, known
+from ..engine import PASS, fail, fmt, known, raised, ran
 
 TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
 
@@ -34,14 +34,6 @@ def _name_bug(case, got, diagnoses, rtol, atol):
         if bug is not None and _match(got, bug, rtol, atol) and message not in named:
             named.append(message)
     return "\n或者：".join(named) if named else None
-
-
-def _error(stage, res, hints=()):
-    err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
-    for needles, hint in hints:
-        if all(n in err for n in needles):
-            return fail(f"【{stage}】{hint}\n报错：{err}")
-    return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
 
 
 def _compare(stage, key, got, want, case, diagnoses, rtol, atol, show):
@@ -129,8 +121,8 @@ def judge_sdpa_attention(cases, results):
               "要自己把因果掩码和 mask 合成一个 attn_mask（屏蔽 = mask 或 j > i），再传 is_causal=False。")]
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            return _error(stage, res, hints)
+        if not ran(res):
+            return raised(stage, res, hints)
         out = res["out"]
         if out.get("sdpa_calls", 0) == 0:
             return fail(f"【{stage}】{SDPA_MISSING}")
@@ -170,8 +162,8 @@ def judge_decode_step(cases, results):
     ]
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            return _error(stage, res)
+        if not ran(res):
+            return raised(stage, res)
         out = res["out"]
         if out.get("sdpa_calls", 0) == 0:
             return fail(f"【{stage}】{SDPA_MISSING}")
@@ -198,8 +190,8 @@ def judge_decode_step(cases, results):
 def judge_to_torch_mha(cases, results):
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            return _error(stage, res, [(("copy_",), "搬权重时形状对不上：in_proj_weight 是 (3·d_model, d_model)，"
+        if not ran(res):
+            return raised(stage, res, [(("copy_",), "搬权重时形状对不上：in_proj_weight 是 (3·d_model, d_model)，"
                                         "把 W_q、W_k、W_v 的 weight 沿第 0 维拼起来（torch.cat(..., dim=0)）。")])
         out = res["out"]
         h = case["n_heads"]
@@ -263,8 +255,8 @@ def judge_torch_mha_forward(cases, results):
              (("只返回 y",), "need_weights 默认是 True，模块返回 (y, weights)：传 need_weights=False，并只返回 y。")]
     for i, (case, res) in enumerate(zip(cases, results)):
         stage = case.get("stage", f"用例 {i + 1}")
-        if not isinstance(res, dict) or not res.get("ok"):
-            return _error(stage, res, hints)
+        if not ran(res):
+            return raised(stage, res, hints)
         out = res["out"]
         if out.get("mha_calls", 0) == 0:
             return fail(f"【{stage}】没有调用传进来的 torch_mha：用它做自注意力 torch_mha(x, x, x, ...)。")

@@ -5,11 +5,13 @@ public cases of every exercise with the grader's answers precomputed as data, an
 modules of the notebooks, built from their one source each in solutions/w1d1/. Nothing else from
 solutions/ and nothing of the grader goes in.
 """
+import base64
+import hashlib
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
+import tomllib
+import zipfile
 from pathlib import Path
 
 from w1d1_student import registry
@@ -29,9 +31,10 @@ def public_cases():
 
 
 def stage(dest):
-    """The package's source tree with its data and top-level modules, ready for pip."""
+    """The package's source tree with its data and top-level modules: what goes into the wheel."""
     dest = Path(dest)
-    shutil.copytree(STUDENT_SRC, dest, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    shutil.copytree(STUDENT_SRC / "w1d1_student", dest / "w1d1_student",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "data"))
     for module in TOP_LEVEL_MODULES:
         shutil.copy2(module, dest / module.name)
     (dest / "w1d1_student" / "data").mkdir()
@@ -40,20 +43,43 @@ def stage(dest):
     return dest
 
 
+def _metadata():
+    project = tomllib.loads((STUDENT_SRC / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {project['version']}",
+             f"Summary: {project['description']}", f"Requires-Python: {project['requires-python']}"]
+    lines += [f"Requires-Dist: {dep}" for dep in project.get("dependencies", [])]
+    return project, "\n".join(lines) + "\n"
+
+
+def _record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
 def build(out=REPO / "dist"):
-    """Build the wheel into `out`; returns its path."""
+    """Write the wheel (a zip with its .dist-info, as PEP 427 says) into `out`; returns its path.
+    Built here rather than by pip/setuptools: nothing to install, and the same bytes every time."""
+    project, metadata = _metadata()
+    dist = f"{project['name'].replace('-', '_')}-{project['version']}"
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src = stage(Path(tmp) / "src")
-        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-               "--disable-pip-version-check", "-w", str(Path(tmp) / "wheel"), str(src)]
-        subprocess.run(cmd, check=True, cwd=tmp)
-        (wheel,) = (Path(tmp) / "wheel").glob("*.whl")
-        for old in out.glob("w1d1_student-*.whl"):
-            old.unlink()
-        target = out / wheel.name
-        shutil.copy2(wheel, target)
+        files = {p.relative_to(src).as_posix(): p.read_bytes() for p in sorted(src.rglob("*")) if p.is_file()}
+    files[f"{dist}.dist-info/METADATA"] = metadata.encode()
+    files[f"{dist}.dist-info/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: autograder.student_package\n"
+                                        b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    files[f"{dist}.dist-info/top_level.txt"] = b"w1d1_student\nw1d1_viz\nw1day1_checks\n"
+    record = [_record_line(name, data) for name, data in files.items()] + [f"{dist}.dist-info/RECORD,,"]
+    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    for old in out.glob("w1d1_student-*.whl"):
+        old.unlink()
+    target = out / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data, zipfile.ZIP_DEFLATED)
     return target
 
 

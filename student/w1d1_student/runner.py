@@ -64,6 +64,8 @@ def cases_for(grade_id, hidden):
     path = os.environ.get(CASES_ENV)
     if path:
         return case_file_cases(path, grade_id, hidden)
+    if grading():
+        raise RuntimeError(f"评分环境没有提供用例文件（{CASES_ENV}）：请联系助教。")
     if hidden:
         return None
     return public_cases()[grade_id]

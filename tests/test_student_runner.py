@@ -1,0 +1,40 @@
+"""Where check() takes its cases: the wheel's public data at home, the grader's case file while grading."""
+import json
+
+import pytest
+from w1d1_student import runner
+
+from autograder.judge import case_file_data
+
+
+def test_public_cases_at_home_come_with_the_graders_answers(monkeypatch):
+    monkeypatch.delenv(runner.CASES_ENV, raising=False)
+    monkeypatch.delenv("W1D1_GRADING", raising=False)
+    cases = runner.cases_for("softmax", hidden=False)
+    assert cases and all("y" in c["_oracle"]["ref"] for c in cases)
+    assert runner.cases_for("softmax", hidden=True) is None  # no hidden case ships with the package
+
+
+def test_hidden_check_at_home_says_it_runs_when_graded(monkeypatch, capsys):
+    monkeypatch.delenv(runner.CASES_ENV, raising=False)
+    monkeypatch.delenv("W1D1_GRADING", raising=False)
+    assert runner.check("softmax", hidden=True) is None
+    assert "隐藏检查在提交后由评分系统运行：softmax" in capsys.readouterr().out
+
+
+def test_grading_reads_the_case_file_and_nothing_else(monkeypatch, tmp_path):
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(case_file_data(7)), encoding="utf-8")
+    monkeypatch.setenv(runner.CASES_ENV, str(path))
+    hidden = runner.cases_for("self_attention", hidden=True)
+    assert [c["stage"] for c in hidden] == [c["stage"] for c in json.loads(path.read_text())["self_attention"]["hidden"]]
+    assert all("_oracle" not in c for c in hidden)  # the graded kernel gets inputs only
+    monkeypatch.delenv(runner.CASES_ENV)
+    monkeypatch.setenv("W1D1_GRADING", "1")
+    with pytest.raises(RuntimeError, match="用例文件"):  # never the packaged seed-0 cases while grading
+        runner.cases_for("self_attention", hidden=False)
+
+
+def test_unknown_exercise_is_a_clear_error():
+    with pytest.raises(KeyError, match="未知的练习"):
+        runner.cases_for("no_such_exercise", hidden=False)

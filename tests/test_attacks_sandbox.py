@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from autograder.kernel.wire import MIME
+from w1d1_student.wire import MIME
 
 from autograder import sandbox
 from autograder.course import ASSIGNMENT, REPO
@@ -81,8 +81,13 @@ def hostile_fs(target, victim):
     """A symlink where nbgrader writes the executed notebook; links to another notebook, the
     reference and the gradebook; a big file. All in an answer cell (answer cells run while grading)."""
     return f'''
-import os, sys, autograder
-print("CWD", os.getcwd(), "PKG", autograder.__file__, "PYTHONPATH", os.environ.get("PYTHONPATH"))
+import os, sys
+try:
+    import autograder
+    pkg = autograder.__file__
+except ImportError:  # the grader is not in the kernel at all, only the student package
+    pkg = "none"
+print("CWD", os.getcwd(), "PKG", pkg, "PYTHONPATH", os.environ.get("PYTHONPATH"))
 for name, dest in [("{NB}.ipynb", {str(target)!r}), ("02_scaled_dot_product.ipynb", {str(victim)!r}),
                    ("ref.py", {str(REFERENCE)!r}), ("gradebook.db", "../../../gradebook.db")]:
     try:
@@ -230,6 +235,7 @@ def test_kernel_folder_is_private_and_forgotten(graded):
     # nothing in the kernel names the grader's disk
     cwd = re.search(r"CWD (\S+) PKG (\S+) PYTHONPATH (\S+)", text)
     assert cwd, text[:300]
+    assert cwd.group(2) == "none"
     for seen in cwd.groups():
         assert str(REPO) not in seen and str(out) not in seen, seen
 

@@ -3,7 +3,7 @@ import json
 
 import nbformat
 import pytest
-from autograder.kernel import cell_scope
+from w1d1_student import cell_scope
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
 

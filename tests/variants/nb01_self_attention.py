@@ -1,14 +1,6 @@
 """Variants of notebook 01's answers."""
 from tests.variants import decorated, notebook_solution
 
-SOFTMAX = '''
-import numpy as np
-def softmax(x, axis=-1):
-    z = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(z)
-    return e / np.sum(e, axis=axis, keepdims=True)
-'''
-
 # self-contained answers (each cell defines what it uses): the honest student of tests/grading_class.py
 SOFTMAX = '''
 import numpy as np

@@ -295,8 +295,8 @@ class SandboxKernelManager(AsyncKernelManager):
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
         self._inbox = self._cgroup = None
-        self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))
-        self._leftovers = [runtime, self._case_dir]
+        self._case_dir = None
+        self._leftovers = [runtime]
         weakref.finalize(self, _remove_all, self._leftovers)  # a kernel that failed to start leaves nothing
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
@@ -307,6 +307,9 @@ class SandboxKernelManager(AsyncKernelManager):
         if "-f" in cmd:  # the grader's python, quiet banner
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL"]
         env = dict(kw.get("env") or os.environ)
+        if self._case_dir is None:
+            self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))
+            self._leftovers.append(self._case_dir)
         case_file = write_case_file(self._case_dir, self.grader_seed)
         if self.sandbox:
             source = Path(kw.get("cwd") or os.getcwd()).resolve()

@@ -36,9 +36,9 @@ print("RICH-RAN")
 
 NB2 = "02_scaled_dot_product"
 JUDGE_CRASH = """import pkgutil
-_r = pkgutil.resolve_name("autograder.kernel.runner")
+_r = pkgutil.resolve_name("w1d1_student.runner")
 _bad = {"softmax": "x", "self_attention": "x", "score_diagnostics": "x"}
-_r.run_cases = lambda gid, ns, hidden=False, seed=None: {"grade_id": gid, "hidden": hidden, "results": [], "origins": _bad}
+_r.run_cases = lambda gid, ns, cases, hidden=False: {"grade_id": gid, "hidden": hidden, "results": "x", "origins": _bad}
 """
 
 

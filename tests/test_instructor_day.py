@@ -4,7 +4,7 @@ import csv
 import subprocess
 from pathlib import Path
 
-from autograder.grade import _test_cells
+from autograder.reports import graded_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,7 +19,7 @@ def test_instructors_day(tmp_path):
         rows = list(csv.DictReader(fh))
     def total(student, notebook):
         return sum(float(r["score"]) for r in rows if r["student_id"] == student and r["notebook"] == notebook)
-    full_marks = sum(points for _, points in _test_cells("01_self_attention"))  # alice answered every exercise
+    full_marks = sum(points for _, points in graded_cells("01_self_attention")[0])  # alice answered every exercise
     assert total("alice", "01_self_attention") == full_marks
     assert total("bob", "01_self_attention") == 0
     assert (tmp_path / "grading" / "feedback" / "alice" / "01_self_attention.html").exists()

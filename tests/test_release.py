@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR, available_notebooks
-from autograder.grade import _test_cells
+from autograder.reports import graded_cells
 from autograder.release import generate
 
 
@@ -76,7 +76,7 @@ def test_points_follow_the_authoring_table():
     table = _weights_table()
     got = {}
     for name in available_notebooks():
-        for grade_id, points in _test_cells(name):
+        for grade_id, points in graded_cells(name)[0]:
             exercise = grade_id[len("test_"):].split("__")[0]
             pub, hid = got.get((name[:2], exercise), (0, 0))
             got[(name[:2], exercise)] = (pub, hid + points) if "__hidden" in grade_id else (pub + points, hid)

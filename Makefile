@@ -83,3 +83,39 @@ bench: venv system-deps
 
 html: venv
 	$(PY) tools/build_site.py --out site
+
+# ---- A class on one JupyterHub (deploy/): `make hub` as root on 127.0.0.1:$(HUB_PORT) ----------------
+# Both environments live outside the repo and outside /root: every class user must run their Python,
+# and no student may read the repo. The instructor's is built by the repo's own `venv` recipe.
+HUB_PREFIX ?= /opt/w1d1-hub
+HUB_PORT ?= 8000
+HUB_PYTHON ?= /usr/bin/python3.11
+STUDENT_ENV := $(HUB_PREFIX)/student
+INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(notdir $(CURDIR))
+HUB_PROXY := deploy/node_modules/.bin/configurable-http-proxy
+STUDENT_WHEELS := $(wildcard dist/*.whl)
+
+.PHONY: hub hub-clean hub-envs student-env instructor-env
+
+$(HUB_PROXY): deploy/package.json
+	cd deploy && npm install --no-audit --no-fund --loglevel=error
+	@touch $@
+
+student-env: $(STUDENT_ENV)/.installed
+$(STUDENT_ENV)/.installed: deploy/student-requirements.txt requirements.txt $(STUDENT_WHEELS)
+	@test -x $(STUDENT_ENV)/bin/python || $(HUB_PYTHON) -m venv $(STUDENT_ENV)
+	$(STUDENT_ENV)/bin/python -m pip install -q --disable-pip-version-check -r deploy/student-requirements.txt \
+	  -c requirements.txt $(STUDENT_WHEELS) 2>&1 | grep -v "is ignored: it is neither" || true
+	@$(STUDENT_ENV)/bin/python -c "import torch, nbgrader, jupyterlab, jupyterhub" || { echo "student env: install failed"; exit 1; }
+	@touch $@
+
+instructor-env:
+	@$(MAKE) -s venv VENV=$(INSTRUCTOR_ENV) PYTHON_BOOT=$(HUB_PYTHON)
+
+hub-envs: venv $(HUB_PROXY) student-env instructor-env
+
+hub: hub-envs
+	$(PY) -m deploy.classroom serve --prefix $(HUB_PREFIX) --port $(HUB_PORT) --instructor-env $(INSTRUCTOR_ENV)
+
+hub-clean: venv
+	$(PY) -m deploy.classroom clean --prefix $(HUB_PREFIX)

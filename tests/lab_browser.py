@@ -114,12 +114,14 @@ _FIGURES = """cells => Array.from(document.querySelectorAll(cells + ' .jp-Output
 class Notebook:
     """One notebook open in JupyterLab, in one browser page."""
 
-    def __init__(self, page, base, path, shots):
-        self.page, self.base, self.path, self.shots = page, base, path, shots
+    def __init__(self, page, base, path, shots, token=TOKEN):
+        self.page, self.base, self.path, self.shots, self.token = page, base, path, shots, token
         shots.mkdir(parents=True, exist_ok=True)
 
     def open(self):
-        self.page.goto(f"{self.base}/lab/tree/{self.path}?reset&token={TOKEN}")  # reset: no tabs of earlier tests
+        """token None: the page is already logged in (a JupyterHub cookie)."""
+        query = f"&token={self.token}" if self.token else ""
+        self.page.goto(f"{self.base}/lab/tree/{self.path}?reset{query}")  # reset: no tabs of earlier tests
         self.page.wait_for_selector(CELLS, timeout=WAIT_MS)
         self.wait_idle()
 
@@ -190,6 +192,12 @@ class Notebook:
         self.shot("validate")
         dialog.get_by_role("button", name="Ok").click()
         return text
+
+    def save(self):
+        """File ▸ Save Notebook, and wait until the notebook no longer shows unsaved changes."""
+        self.select(0)
+        self.menu("File", "docmanager:save")
+        self.page.wait_for_selector(".jp-mod-dirty", state="detached", timeout=WAIT_MS)
 
     def shot(self, name):
         self.page.screenshot(path=str(self.shots / f"{Path(self.path).stem}-{name}.png"))

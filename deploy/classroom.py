@@ -1,0 +1,269 @@
+"""A class on one machine, in the shape of The Littlest JupyterHub: system users with PAM logins,
+one server per user (LocalProcessSpawner), a student environment and an instructor environment
+outside the home folders, and nbgrader's exchange shared by all.
+
+`python -m deploy.classroom serve` is what `make hub` runs (as root); tests/test_hub.py uses the
+same `Classroom` to set up a throw-away class and to remove every user, process and file after.
+"""
+import argparse
+import contextlib
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+COURSE = "w1d1-attention"
+PROXY = DEPLOY / "node_modules" / ".bin" / "configurable-http-proxy"
+HUB_CONFIG = DEPLOY / "jupyterhub_config.py"
+STUDENT_HIDDEN_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                             "@jupyter/nbgrader:course-list")
+
+# JupyterLab defaults for the class: no news prompt over the notebook; every cell kept in the page
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
+                 "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+
+
+@dataclass
+class Classroom:
+    prefix: Path = Path("/opt/w1d1-hub")
+    instructor: str = "w1d1-teacher"
+    students: list = field(default_factory=lambda: ["w1d1-alice", "w1d1-bob"])
+    port: int = 8000
+    name: str = "class"  # several classes (a test beside `make hub`) keep their state apart
+    instructor_env: Path = None  # the repo's requirements with this repo on the path (`make instructor-env`)
+
+    def __post_init__(self):
+        self.prefix = Path(self.prefix)
+        self.instructor_env = Path(self.instructor_env or self.prefix / f"instructor-{REPO.name}")
+
+    @property
+    def student_env(self):
+        return self.prefix / "student"
+
+    @property
+    def state(self):
+        return self.prefix / self.name
+
+    @property
+    def exchange(self):
+        return self.state / "exchange"
+
+    @property
+    def users(self):
+        return [self.instructor, *self.students]
+
+    def course_dir(self):
+        return Path(pwd.getpwnam(self.instructor).pw_dir) / COURSE
+
+    def settings(self):
+        """What deploy/jupyterhub_config.py reads."""
+        return {"port": self.port, "hub_port": free_port(), "api_port": free_port(), "state": str(self.state),
+                "instructor": self.instructor,
+                "students": list(self.students), "proxy": str(PROXY),
+                "envs": {self.instructor: str(self.instructor_env),
+                         **{s: str(self.student_env) for s in self.students}}}
+
+    # ---- setting up -------------------------------------------------------------------------
+
+    def setup(self):
+        """Users, exchange, nbgrader configuration, a repo only the instructor can read. Returns passwords."""
+        for env in (self.student_env, self.instructor_env):
+            if not (env / "bin" / "jupyterhub-singleuser").exists():
+                raise SystemExit(f"{env} is missing: run `make hub` (it builds both environments)")
+        self.state.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state, 0o755)
+        passwords = {user: create_user(user) for user in self.users}
+        # nbgrader's documented exchange: one folder everybody can write (ugo+rwx)
+        self.exchange.mkdir(exist_ok=True)
+        os.chmod(self.exchange, 0o777)
+        self._configure_instructor()
+        self._configure_students()
+        for env in (self.student_env, self.instructor_env):
+            settings = env / "share" / "jupyter" / "lab" / "settings"
+            settings.mkdir(parents=True, exist_ok=True)
+            (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1))
+        self._close_repo()
+        (self.state / "class.json").write_text(json.dumps(self.settings(), indent=1))
+        return passwords
+
+    def _configure_instructor(self):
+        home = Path(pwd.getpwnam(self.instructor).pw_dir)
+        course = home / COURSE
+        (home / ".jupyter").mkdir(exist_ok=True)
+        course.mkdir(exist_ok=True)
+        # the repo's own configuration (sandboxed autograde, judges), with the course folder in this home
+        (home / ".jupyter" / "nbgrader_config.py").write_text(
+            "# written by deploy/classroom.py: the course's nbgrader configuration, run from this home\n"
+            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+            f"c.CourseDirectory.root = {str(course)!r}\n"
+            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n"
+            "c.CourseDirectory.release_directory = 'release'\n"
+            f"c.Exchange.root = {str(self.exchange)!r}\n")
+        for path in (home / ".jupyter", home / ".jupyter" / "nbgrader_config.py", course):
+            shutil.chown(path, self.instructor, self.instructor)
+
+    def _configure_students(self):
+        """Environment-wide settings of the student environment (like TLJH's /opt/tljh/user/etc/jupyter)."""
+        etc = self.student_env / "etc" / "jupyter"
+        (etc / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+        (etc / "labconfig").mkdir(parents=True, exist_ok=True)
+        (etc / "nbgrader_config.py").write_text(
+            "# written by deploy/classroom.py: students fetch and submit through the class's exchange\n"
+            f"c.Exchange.root = {str(self.exchange)!r}\n"
+            f"c.CourseDirectory.course_id = {COURSE!r}\n")
+        # students get the Assignments panel and Validate; not formgrader, create-assignment, courses
+        (etc / "jupyter_server_config.d" / "zz-w1d1-student.json").write_text(json.dumps(
+            {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
+                                                   "nbgrader.server_extensions.course_list": False}}}))
+        (etc / "labconfig" / "page_config.json").write_text(json.dumps(
+            {"disabledExtensions": {ext: True for ext in STUDENT_HIDDEN_EXTENSIONS}}))
+
+    def _close_repo(self):
+        """The repo (answers, grader) is readable by the instructor's group only; remembers how it was."""
+        saved = self.state / "repo-mode.json"
+        st = REPO.stat()
+        if not saved.exists():
+            saved.write_text(json.dumps({"mode": st.st_mode & 0o7777, "gid": st.st_gid}))
+        os.chown(REPO, -1, pwd.getpwnam(self.instructor).pw_gid)
+        os.chmod(REPO, 0o750)
+
+    def _open_repo(self):
+        saved = self.state / "repo-mode.json"
+        if saved.exists():
+            old = json.loads(saved.read_text())
+            os.chown(REPO, -1, old["gid"])
+            os.chmod(REPO, old["mode"])
+
+    # ---- running ----------------------------------------------------------------------------
+
+    def start(self, log):
+        """The hub as a child process in its own session; returns the Popen."""
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "W1D1_HUB_CLASS": str(self.state / "class.json")}
+        return subprocess.Popen([str(Path(sys.executable).parent / "jupyterhub"), "-f", str(HUB_CONFIG)],
+                                cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def wait_up(self, proc, timeout=120):
+        url = f"http://127.0.0.1:{self.port}/hub/api/"
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(url, timeout=5).close()
+                return
+            if proc.poll() is not None:
+                raise RuntimeError(f"JupyterHub exited with {proc.returncode}")
+            time.sleep(0.5)
+        raise RuntimeError("JupyterHub did not answer")
+
+    # ---- tearing down -----------------------------------------------------------------------
+
+    def teardown(self, hub=None):
+        """Stop the hub and every process of the class's users; remove users, homes, state."""
+        if hub is not None and hub.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(hub.pid, signal.SIGTERM)
+            try:
+                hub.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(hub.pid, signal.SIGKILL)
+        for user in self.users:
+            kill_user_processes(user)
+            if user_exists(user):
+                subprocess.run(["userdel", "--remove", user], capture_output=True)
+        self._open_repo()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def create_user(name):
+    """A login with a home only its owner can enter and a fresh random password."""
+    if not user_exists(name):
+        subprocess.run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name], check=True)
+    password = secrets.token_urlsafe(9)
+    subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
+    os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+    return password
+
+
+def uid_pids(uid):
+    """The processes running as `uid`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+    return pids
+
+
+def kill_user_processes(name):
+    if not user_exists(name):
+        return
+    uid = pwd.getpwnam(name).pw_uid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in uid_pids(uid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.time() + 10
+        while uid_pids(uid) and time.time() < deadline:
+            time.sleep(0.2)
+
+
+def serve(args):
+    if os.geteuid() != 0:
+        raise SystemExit("make hub must run as root: it creates the class's system users (PAM logins)")
+    room = Classroom(prefix=Path(args.prefix), port=args.port, instructor_env=args.instructor_env)
+    passwords = room.setup()
+    print(f"\nJupyterHub: http://127.0.0.1:{room.port}/  (Ctrl-C stops it; `make hub-clean` removes the users)")
+    for user, password in passwords.items():
+        role = "教师" if user == room.instructor else "学生"
+        print(f"  {role} {user:<14} 密码 {password}")
+    print(f"  exchange {room.exchange}; course folder {room.course_dir()}\n", flush=True)
+    hub = room.start(None)
+    try:
+        hub.wait()
+    except KeyboardInterrupt:
+        os.killpg(hub.pid, signal.SIGTERM)
+        hub.wait()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m deploy.classroom")
+    parser.add_argument("command", choices=["serve", "clean"])
+    parser.add_argument("--prefix", default="/opt/w1d1-hub")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--instructor-env", default=None)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    Classroom(prefix=Path(args.prefix)).teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""A class on a real JupyterHub (deploy/), driven in headless Chromium.
+
+One instructor and two students are created as system users, log in with their passwords (PAM) and
+get their own servers: students from the student environment, the instructor from the repo's
+requirements. The instructor releases w1d1 (nbgrader CLI as the instructor user); in the browser a
+student fetches it from the Assignments panel, answers `softmax` in 01_self_attention, sees the
+public check pass and submits; a second student submits a known bug. The instructor collects,
+autogrades with the repo's sandboxed configuration, checks the grades in formgrader, releases
+feedback; the second student fetches it and reads the Chinese diagnosis. Screenshots:
+test-output/hub/. Needs root (it creates and removes users); skipped with that reason otherwise.
+"""
+import csv
+import fcntl
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.course import ASSIGNMENT
+from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
+from tests.hub_browser import HubUser
+from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
+from tests.variants.ex01 import VARIANTS
+
+SHOTS = REPO / "test-output" / "hub"
+NOTEBOOK = "01_self_attention"
+GRADE_ID = "softmax"
+ANSWER_CELL, CHECK_CELL = 15, 16  # softmax's answer cell and its public check in 01_self_attention
+PASS_MESSAGE = f"✅ 公开检查通过：{GRADE_ID}"
+CORRECT = VARIANTS[GRADE_ID]["solution"]
+BUGGY, DIAGNOSIS = VARIANTS[GRADE_ID]["buggy"][0]
+POINTS = {"test_softmax": 2.0, "test_softmax__hidden": 2.0}
+PROBE = f"""
+import importlib.util
+print("autograder:", importlib.util.find_spec("autograder") is not None)
+try:
+    open({str(REPO / 'README.md')!r}).read()
+    print("repo: readable")
+except OSError as exc:
+    print("repo:", type(exc).__name__)
+"""
+
+
+def why_no_class():
+    if os.geteuid() != 0:
+        return "creating the class's system users (useradd, PAM passwords) needs root"
+    if not shutil.which("useradd") or not shutil.which("runuser"):
+        return "useradd/runuser are missing: this machine cannot create users"
+    return ensure_chromium()
+
+
+def build_environments(room):
+    """`make hub-envs` (student env, instructor env, proxy), one builder at a time."""
+    with open("/tmp/w1d1-hub-envs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run = subprocess.run(["make", "-s", "hub-envs", f"HUB_PREFIX={room.prefix}",
+                              f"INSTRUCTOR_ENV={room.instructor_env}"], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def as_user(room, user, command):
+    """A shell command as `user` in their home, with their environment's programs first on PATH."""
+    env = room.instructor_env if user == room.instructor else room.student_env
+    run = subprocess.run(["runuser", "-u", user, "--", "env", "-i", f"HOME={home(user)}", f"USER={user}",
+                          f"PATH={env}/bin:/usr/bin:/bin", "LANG=C.UTF-8", "bash", "-c", command],
+                         cwd=home(user), capture_output=True, text=True)
+    return run
+
+
+def instructor(room, command):
+    run = as_user(room, room.instructor, command)
+    assert run.returncode == 0, f"{command}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    return run.stdout
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    reason = why_no_class()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    tag = f"{os.getpid() % 100000}"
+    room = Classroom(instructor=f"w1t{tag}-teacher", students=[f"w1t{tag}-ann", f"w1t{tag}-ben"],
+                     port=free_port(), name=f"test-{tag}")
+    build_environments(room)
+    log = open(tmp_path_factory.mktemp("hub") / "hub.log", "w")
+    repo_mode = REPO.stat()
+    proc, uids = None, []
+    try:
+        passwords = room.setup()
+        uids = [pwd.getpwnam(u).pw_uid for u in room.users]
+        proc = room.start(log)
+        room.wait_up(proc)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+            yield room, passwords, browser
+            browser.close()
+    finally:
+        room.teardown(proc)
+        log.close()
+        for user in room.users:  # nothing of the class is left behind
+            assert not user_exists(user), f"user {user} is still there"
+            assert not os.path.exists(f"/home/{user}"), f"/home/{user} is still there"
+        assert proc is None or proc.poll() is not None, "the hub is still running"
+        assert not room.state.exists()
+        assert not [pid for uid in uids for pid in uid_pids(uid)], "processes of the class are still running"
+        assert (REPO.stat().st_mode, REPO.stat().st_gid) == (repo_mode.st_mode, repo_mode.st_gid)
+
+
+def log_in(room, passwords, browser, name):
+    user = HubUser(browser, f"http://127.0.0.1:{room.port}", name, passwords[name], SHOTS)
+    user.login()
+    return user
+
+
+def answer_and_submit(user, source, *, probe=False):
+    """Fetch w1d1 in the Assignments panel, answer softmax, run its public check, save, submit.
+    Returns (public check output, probe output or None)."""
+    user.press_in_row("released", ASSIGNMENT, "Fetch")
+    user.page.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first.wait_for()
+    nb = user.notebook(f"{ASSIGNMENT}/{NOTEBOOK}.ipynb")
+    probed = None
+    if probe:
+        nb.set_source(ANSWER_CELL, PROBE)
+        nb.run_cell(ANSWER_CELL)
+        probed = nb.output_text(ANSWER_CELL)
+    nb.set_source(ANSWER_CELL, source)
+    nb.run_cell(ANSWER_CELL)
+    nb.run_cell(CHECK_CELL)
+    checked = nb.output_text(CHECK_CELL)
+    nb.show(CHECK_CELL)
+    nb.shot(f"{user.name}-check")
+    nb.save()
+    panel = user.press_in_row("fetched", ASSIGNMENT, "Submit")
+    submitted = panel.locator("#submitted_assignments_list .list_item", has_text=ASSIGNMENT)
+    submitted.first.wait_for()
+    user.shot("submitted")
+    assert submitted.count() == 1, "the Assignments panel lists other submissions than the student's one"
+    return checked, probed
+
+
+def gradebook_scores(room):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{room.course_dir() / 'gradebook.db'}") as gb:
+        return {s: {gid: float(gb.find_grade(gid, NOTEBOOK, ASSIGNMENT, s).score or 0) for gid in POINTS}
+                for s in room.students}
+
+
+def test_class_on_jupyterhub(hub, tmp_path):
+    room, passwords, browser = hub
+    ann, ben = room.students
+    t0 = time.monotonic()
+
+    def mark(what):
+        print(f"[hub test] {time.monotonic() - t0:6.1f} s  {what}", flush=True)
+
+    instructor(room, f"nbgrader generate_assignment {ASSIGNMENT} --force && nbgrader release_assignment {ASSIGNMENT}")
+
+    mark("released")
+    # the correct student: a kernel that has no grader and cannot read the repo; the public check passes
+    a = log_in(room, passwords, browser, ann)
+    checked, probed = answer_and_submit(a, CORRECT, probe=True)
+    assert "autograder: False" in probed and "repo: PermissionError" in probed, probed
+    assert PASS_MESSAGE in checked, checked
+    mark("ann submitted")
+    # the buggy student
+    b = log_in(room, passwords, browser, ben)
+    answer_and_submit(b, BUGGY)
+
+    mark("ben submitted")
+    # file permissions, checked as the students themselves
+    course = room.course_dir()
+    for target in (course, course / "gradebook.db", REPO / "solutions", pwd.getpwnam(ben).pw_dir,
+                   room.exchange / COURSE / "inbound"):
+        run = as_user(room, ann, f"ls {target}")
+        assert run.returncode != 0 and "Permission denied" in run.stderr, f"{ann} can read {target}"
+    assert "w1d1" in as_user(room, ann, "ls ~").stdout
+
+    # the instructor collects, autogrades (the repo's sandboxed configuration), releases feedback
+    only = f"--CourseDirectory.notebook_id={NOTEBOOK}"  # the notebook they worked on: a shorter test
+    instructor(room, f"nbgrader collect {ASSIGNMENT} && nbgrader autograde {ASSIGNMENT} {only}"
+                     f" && nbgrader generate_feedback {ASSIGNMENT} {only} && nbgrader release_feedback {ASSIGNMENT}")
+    mark("collected, autograded, feedback released")
+    scores = gradebook_scores(room)
+    assert scores[ann] == POINTS, scores
+    assert sum(scores[ben].values()) < sum(POINTS.values()), scores
+
+    # the command-line grader gives the same grades for the collected submissions
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for s in room.students:
+        (subs / s).mkdir()
+        shutil.copy(course / "submitted" / s / ASSIGNMENT / f"{NOTEBOOK}.ipynb", subs / s)
+    run = subprocess.run([str(room.instructor_env / "bin" / "python"), "-m", "autograder", "grade", str(subs),
+                          "--out", str(tmp_path / "grading"), "--jobs", "2"], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with open(tmp_path / "grading" / "grades.csv", newline="") as fh:
+        cli = {(r["student_id"], r["grade_id"]): float(r["score"]) for r in csv.DictReader(fh)
+               if r["notebook"] == NOTEBOOK and r["grade_id"] in POINTS}
+    assert cli == {(s, gid): scores[s][gid] for s in room.students for gid in POINTS}
+
+    mark("command-line grader")
+
+    # formgrader, in the instructor's browser, shows the same scores
+    t = log_in(room, passwords, browser, room.instructor)
+    t.page.goto(f"{t.base}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
+    for s in room.students:  # the name is in the row (hidden until "show names"), the score shown
+        row = t.page.locator("tr", has_text=s).first
+        row.wait_for()
+        assert f"\t{sum(scores[s].values()):g} / " in row.inner_text(), row.inner_text()
+    t.shot("formgrader")
+    t.close()
+    # the buggy student fetches feedback and reads the diagnosis in Chinese
+    b.press_in_row("submitted", ASSIGNMENT, "Fetch Feedback")
+    feedback = wait_for_files(home(ben) / ASSIGNMENT / "feedback", f"*/{NOTEBOOK}.html")
+    b.shot("feedback-fetched")
+    assert feedback, "no feedback arrived in the student's folder"
+    rel = feedback[-1].relative_to(home(ben))
+    b.page.goto(f"{b.base}/files/{rel}")  # the page a student opens from the file browser
+    text = b.page.locator("body").inner_text()
+    b.shot("feedback")
+    assert DIAGNOSIS in text, text[:2000]
+    assert not list((home(ann) / ASSIGNMENT).glob("feedback/*")), "the other student got feedback"
+    a.close()
+    b.close()
+
+
+def wait_for_files(folder, pattern, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(folder.glob(pattern))
+        if found:
+            return found
+        time.sleep(0.5)
+    return []
+
+
+def home(user):
+    return Path(pwd.getpwnam(user).pw_dir)

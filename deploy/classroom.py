@@ -56,6 +56,11 @@ class Classroom:
         return self.prefix / self.name
 
     @property
+    def student_config(self):
+        """This class's Jupyter config for students' servers (JUPYTER_CONFIG_PATH): classes share the env."""
+        return self.state / "jupyter-student"
+
+    @property
     def exchange(self):
         return self.state / "exchange"
 
@@ -69,7 +74,7 @@ class Classroom:
     def settings(self):
         """What deploy/jupyterhub_config.py reads."""
         return {"port": self.port, "hub_port": free_port(), "api_port": free_port(), "state": str(self.state),
-                "instructor": self.instructor,
+                "instructor": self.instructor, "student_config": str(self.student_config),
                 "students": list(self.students), "proxy": str(PROXY),
                 "envs": {self.instructor: str(self.instructor_env),
                          **{s: str(self.student_env) for s in self.students}}}
@@ -89,10 +94,6 @@ class Classroom:
         os.chmod(self.exchange, 0o777)
         self._configure_instructor()
         self._configure_students()
-        for env in (self.student_env, self.instructor_env):
-            settings = env / "share" / "jupyter" / "lab" / "settings"
-            settings.mkdir(parents=True, exist_ok=True)
-            (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1))
         self._close_repo()
         (self.state / "class.json").write_text(json.dumps(self.settings(), indent=1))
         return passwords
@@ -102,32 +103,16 @@ class Classroom:
         course = home / COURSE
         (home / ".jupyter").mkdir(exist_ok=True)
         course.mkdir(exist_ok=True)
-        # the repo's own configuration (sandboxed autograde, judges), with the course folder in this home
-        (home / ".jupyter" / "nbgrader_config.py").write_text(
-            "# written by deploy/classroom.py: the course's nbgrader configuration, run from this home\n"
-            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
-            f"c.CourseDirectory.root = {str(course)!r}\n"
-            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n"
-            "c.CourseDirectory.release_directory = 'release'\n"
-            f"c.Exchange.root = {str(self.exchange)!r}\n")
+        (home / ".jupyter" / "nbgrader_config.py").write_text(instructor_nbgrader_config(course, self.exchange))
         for path in (home / ".jupyter", home / ".jupyter" / "nbgrader_config.py", course):
             shutil.chown(path, self.instructor, self.instructor)
 
     def _configure_students(self):
-        """Environment-wide settings of the student environment (like TLJH's /opt/tljh/user/etc/jupyter)."""
-        etc = self.student_env / "etc" / "jupyter"
-        (etc / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
-        (etc / "labconfig").mkdir(parents=True, exist_ok=True)
-        (etc / "nbgrader_config.py").write_text(
-            "# written by deploy/classroom.py: students fetch and submit through the class's exchange\n"
-            f"c.Exchange.root = {str(self.exchange)!r}\n"
-            f"c.CourseDirectory.course_id = {COURSE!r}\n")
-        # students get the Assignments panel and Validate; not formgrader, create-assignment, courses
-        (etc / "jupyter_server_config.d" / "zz-w1d1-student.json").write_text(json.dumps(
-            {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
-                                                   "nbgrader.server_extensions.course_list": False}}}))
-        (etc / "labconfig" / "page_config.json").write_text(json.dumps(
-            {"disabledExtensions": {ext: True for ext in STUDENT_HIDDEN_EXTENSIONS}}))
+        write_student_config(self.student_config, self.exchange)
+        for env in (self.student_env, self.instructor_env):
+            settings = env / "share" / "jupyter" / "lab" / "settings"
+            settings.mkdir(parents=True, exist_ok=True)
+            (settings / "overrides.json").write_text(json.dumps(LAB_OVERRIDES, indent=1))
 
     def _close_repo(self):
         """The repo (answers, grader) is readable by the instructor's group only; remembers how it was."""
@@ -184,6 +169,34 @@ class Classroom:
                 subprocess.run(["userdel", "--remove", user], capture_output=True)
         self._open_repo()
         shutil.rmtree(self.state, ignore_errors=True)
+
+
+def instructor_nbgrader_config(course, exchange):
+    """The repo's own nbgrader configuration (sandboxed autograde, judges), with the course folder elsewhere."""
+    return ("# written by deploy/classroom.py: the course's nbgrader configuration for the instructor\n"
+            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+            f"c.CourseDirectory.root = {str(course)!r}\n"
+            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n"
+            "c.CourseDirectory.release_directory = 'release'\n"
+            f"c.Exchange.root = {str(exchange)!r}\n")
+
+
+def write_student_config(etc, exchange):
+    """Jupyter settings of students' servers (like TLJH's /opt/tljh/user/etc/jupyter): the class's
+    exchange and course; the Assignments panel and Validate, not formgrader,
+    create-assignment or the instructors' course list."""
+    etc = Path(etc)
+    (etc / "jupyter_server_config.d").mkdir(parents=True, exist_ok=True)
+    (etc / "labconfig").mkdir(parents=True, exist_ok=True)
+    (etc / "nbgrader_config.py").write_text(
+        "# written by deploy/classroom.py: students fetch and submit through the class's exchange\n"
+        f"c.Exchange.root = {str(exchange)!r}\n"
+        f"c.CourseDirectory.course_id = {COURSE!r}\n")
+    (etc / "jupyter_server_config.d" / "zz-w1d1-student.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
+                                               "nbgrader.server_extensions.course_list": False}}}))
+    (etc / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {ext: True for ext in STUDENT_HIDDEN_EXTENSIONS}}))
 
 
 def free_port():
@@ -245,6 +258,7 @@ def serve(args):
         print(f"  {role} {user:<14} 密码 {password}")
     print(f"  exchange {room.exchange}; course folder {room.course_dir()}\n", flush=True)
     hub = room.start(None)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         hub.wait()
     except KeyboardInterrupt:
@@ -252,15 +266,29 @@ def serve(args):
         hub.wait()
 
 
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m deploy.classroom")
-    parser.add_argument("command", choices=["serve", "clean"])
+    parser.add_argument("command", choices=["serve", "clean", "student-config", "instructor-config"])
     parser.add_argument("--prefix", default="/opt/w1d1-hub")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--instructor-env", default=None)
+    parser.add_argument("--exchange", default="/srv/nbgrader/exchange", help="student-config: the exchange root")
+    parser.add_argument("--etc", help="*-config: the environment's etc/jupyter folder")
+    parser.add_argument("--course", help="instructor-config: the course folder")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "student-config":  # the Kubernetes image (deploy/kubernetes/Dockerfile)
+        write_student_config(args.etc, args.exchange)
+        return 0
+    if args.command == "instructor-config":  # deploy/kubernetes/Dockerfile.instructor
+        Path(args.etc).mkdir(parents=True, exist_ok=True)
+        (Path(args.etc) / "nbgrader_config.py").write_text(instructor_nbgrader_config(args.course, args.exchange))
+        return 0
     Classroom(prefix=Path(args.prefix)).teardown()
     return 0
 

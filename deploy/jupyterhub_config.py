@@ -47,6 +47,8 @@ def use_own_environment(spawner):
     env = Path(settings["envs"][spawner.user.name])
     spawner.cmd = [str(env / "bin" / "jupyterhub-singleuser")]
     spawner.environment["PATH"] = f"{env / 'bin'}:/usr/bin:/bin"
+    if spawner.user.name != settings["instructor"]:  # the class's exchange; no formgrader
+        spawner.environment["JUPYTER_CONFIG_PATH"] = settings["student_config"]
 
 
 c.Spawner.pre_spawn_hook = use_own_environment

@@ -34,6 +34,13 @@ class HubUser:
         self.shots.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(self.shots / f"{self.name}-{label}.png"))
 
+    def nbgrader_menu(self):
+        """The items of JupyterLab's Nbgrader menu."""
+        self.page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
+        items = self.page.locator(".lm-Menu .lm-Menu-itemLabel").all_inner_texts()
+        self.page.keyboard.press("Escape")
+        return items
+
     def assignments(self):
         """Nbgrader ▸ Assignment List; returns the panel's locator once it has loaded."""
         page = self.page

@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import pytest
 from autograder.course import ASSIGNMENT
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser
-from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
+from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, PANEL, ensure_chromium
 from tests.variants.ex01 import VARIANTS
 
 SHOTS = REPO / "test-output" / "hub"
@@ -133,6 +134,7 @@ def answer_and_submit(user, source, *, probe=False):
     nb.run_cell(ANSWER_CELL)
     nb.run_cell(CHECK_CELL)
     checked = nb.output_text(CHECK_CELL)
+    assert nb.page.locator(f"{PANEL} .jp-Toolbar-item", has_text="Validate").count(), "no Validate button"
     nb.show(CHECK_CELL)
     nb.shot(f"{user.name}-check")
     nb.save()
@@ -165,6 +167,8 @@ def test_class_on_jupyterhub(hub, tmp_path):
     mark("released")
     # the correct student: a kernel that has no grader and cannot read the repo; the public check passes
     a = log_in(room, passwords, browser, ann)
+    menu = a.nbgrader_menu()
+    assert "Assignment List" in menu and "Formgrader" not in menu, menu
     checked, probed = answer_and_submit(a, CORRECT, probe=True)
     assert "autograder: False" in probed and "repo: PermissionError" in probed, probed
     assert PASS_MESSAGE in checked, checked
@@ -209,6 +213,7 @@ def test_class_on_jupyterhub(hub, tmp_path):
 
     # formgrader, in the instructor's browser, shows the same scores
     t = log_in(room, passwords, browser, room.instructor)
+    assert "Formgrader" in t.nbgrader_menu()
     t.page.goto(f"{t.base}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
     for s in room.students:  # the name is in the row (hidden until "show names"), the score shown
         row = t.page.locator("tr", has_text=s).first
@@ -243,3 +248,43 @@ def wait_for_files(folder, pattern, timeout=60):
 
 def home(user):
     return Path(pwd.getpwnam(user).pw_dir)
+
+
+def load_config(path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader(path.name, path=str(path.parent)).load_config()
+
+
+def test_kubernetes_recipes_configure_the_class(tmp_path):
+    """deploy/kubernetes: the images' nbgrader settings point at the exchange volume that values.yaml
+    mounts; the instructor's carries the repo's sandboxed grading, the students' hides formgrader."""
+    import json
+    import re
+
+    import yaml
+
+    kube = REPO / "deploy" / "kubernetes"
+    values = yaml.safe_load((kube / "values.yaml").read_text())
+    claim = yaml.safe_load((kube / "exchange-volume.yaml").read_text())
+    storage = values["singleuser"]["storage"]
+    assert storage["extraVolumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    mount = storage["extraVolumeMounts"][0]["mountPath"]
+    for recipe in ("Dockerfile", "Dockerfile.instructor"):
+        text = (kube / recipe).read_text()
+        (exchange,) = set(re.findall(r"--exchange (\S+)", text))
+        assert exchange == mount, recipe
+        (etc,) = set(re.findall(r"--etc (\S+)", text))
+        command = re.search(r"classroom\.py (\S+-config)", text).group(1)
+        args = ["--course", str(tmp_path / "course")] if command == "instructor-config" else []
+        subprocess.run([sys.executable, str(REPO / "deploy" / "classroom.py"), command, "--exchange", exchange,
+                        "--etc", str(tmp_path / recipe), *args], check=True)
+        cfg = load_config(tmp_path / recipe / "nbgrader_config.py")
+        assert cfg.Exchange.root == mount and etc.endswith("etc/jupyter")
+        if command == "instructor-config":
+            assert "SandboxedExecute" in repr(cfg.Autograde.autograde_preprocessors)
+            assert cfg.CourseDirectory.source_directory == str(REPO / "solutions")
+        else:
+            assert cfg.CourseDirectory.course_id == COURSE
+            server = json.loads((tmp_path / recipe / "jupyter_server_config.d" / "zz-w1d1-student.json").read_text())
+            assert server["ServerApp"]["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False

@@ -1,0 +1,62 @@
+"""Peak memory and run time of one student's kernel running each notebook: the sizing table of README.
+
+Run it with the student environment's python, as a student, in a folder holding the released
+notebooks (what `make hub-sizing` does):  python measure_kernels.py NOTEBOOK_DIR [REPEATS]
+Peak memory is the largest resident set (RSS) of the kernel and its children, sampled every 50 ms.
+"""
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+from nbclient import NotebookClient
+
+
+def tree_rss(pid):
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def run_one(path):
+    """(peak RSS in MiB, seconds) of a fresh kernel running the notebook top to bottom."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            km = getattr(client, "km", None)
+            proc = km and km.has_kernel and getattr(km.provisioner, "process", None)
+            if proc:
+                peak[0] = max(peak[0], tree_rss(proc.pid))
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    started = time.monotonic()
+    sampler.start()
+    try:
+        client.execute()
+    finally:
+        done.set()
+        sampler.join()
+    return peak[0] / 2**20, time.monotonic() - started
+
+
+def main(folder, repeats=3):
+    print("| 笔记本 | 内核峰值内存 MiB（中位数，范围） | 运行时间 s（中位数，范围） |")
+    print("|---|---|---|", flush=True)
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        runs = [run_one(path) for _ in range(repeats)]
+        mem, sec = [r[0] for r in runs], [r[1] for r in runs]
+        print(f"| {path.stem} | {statistics.median(mem):.0f}（{min(mem):.0f}–{max(mem):.0f}） "
+              f"| {statistics.median(sec):.1f}（{min(sec):.1f}–{max(sec):.1f}） |", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)

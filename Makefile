@@ -93,7 +93,6 @@ HUB_PYTHON ?= /usr/bin/python3.11
 STUDENT_ENV := $(HUB_PREFIX)/student
 INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(notdir $(CURDIR))
 HUB_PROXY := deploy/node_modules/.bin/configurable-http-proxy
-STUDENT_WHEELS := $(wildcard dist/*.whl)
 
 .PHONY: hub hub-clean hub-envs student-env instructor-env
 
@@ -102,11 +101,12 @@ $(HUB_PROXY): deploy/package.json
 	@touch $@
 
 student-env: $(STUDENT_ENV)/.installed
-$(STUDENT_ENV)/.installed: deploy/student-requirements.txt requirements.txt $(STUDENT_WHEELS)
+$(STUDENT_ENV)/.installed: deploy/student-requirements.txt requirements.txt $(STUDENT_STAMP)
 	@test -x $(STUDENT_ENV)/bin/python || $(HUB_PYTHON) -m venv $(STUDENT_ENV)
 	$(STUDENT_ENV)/bin/python -m pip install -q --disable-pip-version-check -r deploy/student-requirements.txt \
-	  -c requirements.txt $(STUDENT_WHEELS) 2>&1 | grep -v "is ignored: it is neither" || true
-	@$(STUDENT_ENV)/bin/python -c "import torch, nbgrader, jupyterlab, jupyterhub" || { echo "student env: install failed"; exit 1; }
+	  -c requirements.txt 2>&1 | grep -v "is ignored: it is neither" || true
+	$(STUDENT_ENV)/bin/python -m pip install -q --no-deps --force-reinstall --disable-pip-version-check dist/w1d1_student-*.whl
+	@$(STUDENT_ENV)/bin/python -c "import torch, nbgrader, jupyterlab, jupyterhub, w1d1_student" || { echo "student env: install failed"; exit 1; }
 	@touch $@
 
 instructor-env:

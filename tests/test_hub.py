@@ -25,7 +25,7 @@ from autograder.course import ASSIGNMENT
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, PANEL, ensure_chromium
-from tests.variants.ex01 import VARIANTS
+from tests.variants.nb01_self_attention import VARIANTS
 
 SHOTS = REPO / "test-output" / "hub"
 NOTEBOOK = "01_self_attention"

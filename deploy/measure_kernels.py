@@ -1,7 +1,7 @@
 """Peak memory and run time of one student's kernel running each notebook: the sizing table of README.
 
-Run it with the student environment's python, as a student, in a folder holding the released
-notebooks (what `make hub-sizing` does):  python measure_kernels.py NOTEBOOK_DIR [REPEATS]
+Run it as a student with the student environment's python, on a copy of the released notebooks:
+    runuser -u STUDENT -- /opt/w1d1-hub/student/bin/python measure_kernels.py NOTEBOOK_DIR [REPEATS]
 Peak memory is the largest resident set (RSS) of the kernel and its children, sampled every 50 ms.
 """
 import statistics

@@ -35,6 +35,7 @@ PASS_MESSAGE = f"✅ 公开检查通过：{GRADE_ID}"
 CORRECT = VARIANTS[GRADE_ID]["solution"]
 BUGGY, DIAGNOSIS = VARIANTS[GRADE_ID]["buggy"][0]
 POINTS = {"test_softmax": 2.0, "test_softmax__hidden": 2.0}
+WRITTEN = "q1_two_problems"  # a §C answer (1 point) the instructor grades by hand
 PROBE = f"""
 import importlib.util
 print("autograder:", importlib.util.find_spec("autograder") is not None)
@@ -146,6 +147,13 @@ def answer_and_submit(user, source, *, probe=False):
     return checked, probed
 
 
+def manual_score(room, student, grade_id):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{room.course_dir() / 'gradebook.db'}") as gb:
+        return gb.find_grade(grade_id, NOTEBOOK, ASSIGNMENT, student).manual_score
+
+
 def gradebook_scores(room):
     from nbgrader.api import Gradebook
 
@@ -186,11 +194,10 @@ def test_class_on_jupyterhub(hub, tmp_path):
         assert run.returncode != 0 and "Permission denied" in run.stderr, f"{ann} can read {target}"
     assert "w1d1" in as_user(room, ann, "ls ~").stdout
 
-    # the instructor collects, autogrades (the repo's sandboxed configuration), releases feedback
+    # the instructor collects and autogrades (the repo's sandboxed configuration)
     only = f"--CourseDirectory.notebook_id={NOTEBOOK}"  # the notebook they worked on: a shorter test
-    instructor(room, f"nbgrader collect {ASSIGNMENT} && nbgrader autograde {ASSIGNMENT} {only}"
-                     f" && nbgrader generate_feedback {ASSIGNMENT} {only} && nbgrader release_feedback {ASSIGNMENT}")
-    mark("collected, autograded, feedback released")
+    instructor(room, f"nbgrader collect {ASSIGNMENT} && nbgrader autograde {ASSIGNMENT} {only}")
+    mark("collected, autograded")
     scores = gradebook_scores(room)
     assert scores[ann] == POINTS, scores
     assert sum(scores[ben].values()) < sum(POINTS.values()), scores
@@ -220,10 +227,20 @@ def test_class_on_jupyterhub(hub, tmp_path):
         row.wait_for()
         assert f"\t{sum(scores[s].values()):g} / " in row.inner_text(), row.inner_text()
     t.shot("formgrader")
+    # ... and grades one written §C answer by hand
+    t.page.locator("tr", has_text=ann).first.locator("a[href*='/formgrader/submissions/']").first.click()
+    score = t.page.locator(f"input.score#{WRITTEN}")
+    score.fill("1")
+    score.press("Tab")  # formgrader saves a score when its input loses the focus
+    t.shot("manual-grade")
+    assert wait_for(lambda: manual_score(room, ann, WRITTEN) == 1.0), "formgrader did not save the manual grade"
     t.close()
+
+    # feedback, generated and released by the instructor
+    instructor(room, f"nbgrader generate_feedback {ASSIGNMENT} {only} && nbgrader release_feedback {ASSIGNMENT}")
     # the buggy student fetches feedback and reads the diagnosis in Chinese
     b.press_in_row("submitted", ASSIGNMENT, "Fetch Feedback")
-    feedback = wait_for_files(home(ben) / ASSIGNMENT / "feedback", f"*/{NOTEBOOK}.html")
+    feedback = wait_for(lambda: sorted((home(ben) / ASSIGNMENT / "feedback").glob(f"*/{NOTEBOOK}.html")))
     b.shot("feedback-fetched")
     assert feedback, "no feedback arrived in the student's folder"
     rel = feedback[-1].relative_to(home(ben))
@@ -236,14 +253,14 @@ def test_class_on_jupyterhub(hub, tmp_path):
     b.close()
 
 
-def wait_for_files(folder, pattern, timeout=60):
+def wait_for(condition, timeout=60):
+    """The condition's first true value, or its last value after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = sorted(folder.glob(pattern))
-        if found:
-            return found
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
         time.sleep(0.5)
-    return []
 
 
 def home(user):

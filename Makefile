@@ -94,7 +94,10 @@ STUDENT_ENV := $(HUB_PREFIX)/student
 INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(notdir $(CURDIR))
 HUB_PROXY := deploy/node_modules/.bin/configurable-http-proxy
 
-.PHONY: hub hub-clean hub-envs student-env instructor-env
+.PHONY: hub hub-clean hub-envs student-env instructor-env hub-root
+
+hub-root:
+	@test "$$(id -u)" = 0 || { echo "make hub runs as root: it creates the class's system users and /opt environments"; exit 1; }
 
 $(HUB_PROXY): deploy/package.json
 	cd deploy && npm install --no-audit --no-fund --loglevel=error
@@ -114,7 +117,7 @@ instructor-env:
 
 hub-envs: venv $(HUB_PROXY) student-env instructor-env
 
-hub: hub-envs
+hub: hub-root hub-envs
 	$(PY) -m deploy.classroom serve --prefix $(HUB_PREFIX) --port $(HUB_PORT) --instructor-env $(INSTRUCTOR_ENV)
 
 hub-clean: venv

@@ -41,7 +41,7 @@ class Classroom:
     students: list = field(default_factory=lambda: ["w1d1-alice", "w1d1-bob"])
     port: int = 8000
     name: str = "class"  # several classes (a test beside `make hub`) keep their state apart
-    instructor_env: Path = None  # the repo's requirements with this repo on the path (`make instructor-env`)
+    instructor_env: Path = None  # the repo's requirements, built by its venv recipe (`make instructor-env`)
 
     def __post_init__(self):
         self.prefix = Path(self.prefix)

@@ -19,9 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from autograder.course import ASSIGNMENT
+from autograder.course import ASSIGNMENT, RELEASE_DIR
+from autograder.reports import graded_cells
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, PANEL, ensure_chromium
@@ -30,11 +32,13 @@ from tests.variants.nb01_self_attention import VARIANTS
 SHOTS = REPO / "test-output" / "hub"
 NOTEBOOK = "01_self_attention"
 GRADE_ID = "softmax"
-ANSWER_CELL, CHECK_CELL = 15, 16  # softmax's answer cell and its public check in 01_self_attention
+_IDS = [c.metadata.get("nbgrader", {}).get("grade_id")
+        for c in nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4).cells]
+ANSWER_CELL, CHECK_CELL = _IDS.index(GRADE_ID), _IDS.index(f"test_{GRADE_ID}")  # softmax's answer and public check
 PASS_MESSAGE = f"✅ 公开检查通过：{GRADE_ID}"
 CORRECT = VARIANTS[GRADE_ID]["solution"]
 BUGGY, DIAGNOSIS = VARIANTS[GRADE_ID]["buggy"][0]
-POINTS = {"test_softmax": 2.0, "test_softmax__hidden": 2.0}
+POINTS = {gid: pts for gid, pts in graded_cells(NOTEBOOK)[0] if gid in (f"test_{GRADE_ID}", f"test_{GRADE_ID}__hidden")}
 WRITTEN = "q1_two_problems"  # a §C answer (1 point) the instructor grades by hand
 PROBE = f"""
 import importlib.util

@@ -158,29 +158,52 @@ def _nbgrader_problem(cell):
 def normalise(name, nb, release):
     """Make `nb` safe for nbgrader: well-typed nbgrader metadata, unique cell ids, the course's kernel.
     A cell carrying a released grade_id gets the released metadata back (nbgrader restores its type and
-    source); any other broken nbgrader metadata is dropped (nbgrader then restores protected cells).
+    source); a grade_id this notebook does not have (a cell pasted from another notebook) makes a plain
+    student cell; any other broken nbgrader metadata is dropped (nbgrader then restores protected cells).
     Returns notes."""
     notes = []
     released = {_grade_id(c): c.metadata["nbgrader"] for c in release.cells if _grade_id(c)}
     nb.metadata = nbformat.from_dict({k: release.metadata[k] for k in ("kernelspec", "language_info")
                                       if k in release.metadata})
-    seen_ids = set()
     for i, cell in enumerate(nb.cells):
         if "nbgrader" in cell.metadata:
             why = _meta_problem(cell.metadata["nbgrader"])
             gid = None if why else cell.metadata["nbgrader"].get("grade_id")
             if gid in released:
                 cell.metadata["nbgrader"] = copy.deepcopy(released[gid])
+            elif gid is not None:  # pasted from another notebook, or made up: nbgrader would choke on it
+                del cell.metadata["nbgrader"]
+                notes.append(f"{name}：第 {i + 1} 个单元格标着本笔记本没有的题目 `{gid}`，"
+                             "已当作你自己添加的普通单元格（内容保留，评分时不运行）。")
+                continue
             elif not why:
                 why = _nbgrader_problem(cell)
             if why:
                 del cell.metadata["nbgrader"]
                 notes.append(f"{name}：第 {i + 1} 个单元格的 nbgrader 元数据被改坏了（{why}），已忽略这份元数据。")
+    seen_ids = set()
+    for cell in nb.cells:
         cid = cell.get("id")
         if not isinstance(cid, str) or not CELL_ID.match(cid) or cid in seen_ids:
             cid = cell["id"] = uuid.uuid4().hex[:16]
         seen_ids.add(cid)
     return notes
+
+
+def join_split_answers(name, nb):
+    """Join every copy of an answer cell (JupyterLab's "split cell" copies the metadata onto both
+    halves) into the first, in notebook order, so grading runs what ran at home. `nb` normalised."""
+    notes, first, kept = [], {}, []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        head = first.setdefault(meta.get("grade_id"), cell) if meta.get("solution") else cell
+        if head is cell or head.cell_type != cell.cell_type:
+            kept.append(cell)
+            continue
+        head.source = head.source.rstrip("\n") + "\n\n" + cell.source
+        notes.append(f"{name}：答案单元格 `{meta['grade_id']}` 被拆成了几个单元格，评分时按顺序合并成一个。")
+    nb.cells = kept
+    return list(dict.fromkeys(notes))
 
 
 def _grade_id(cell):
@@ -316,6 +339,7 @@ def _take_notebook(sub, e, name, folder, known, courses, source_ids, dest):
         sub.notes.append(f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。")
         return
     sub.notes += normalise(name, nb, releases[name])
+    sub.notes += join_split_answers(name, nb)
     sub.notes += tamper_notes(name, nb, sources[name])
     target = dest / f"{name}.ipynb"
     nbformat.write(_dedupe(nb), target)

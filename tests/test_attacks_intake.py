@@ -1,0 +1,101 @@
+"""Correct answers that intake and the answer check used to mark down (issue 11, round 2: B6, B7),
+graded by the real sandboxed grader. Full marks come from the source notebook, never hard-coded."""
+import copy
+import csv
+import shutil
+
+import nbformat
+import pytest
+
+from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.grade import grade
+from autograder.reports import graded_cells
+from tests import grading_class as gc
+
+pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
+NB2 = "02_scaled_dot_product"
+HELPER = '''import numpy as np
+
+
+def _shifted(x, axis):
+    """x minus its max along axis (numerically stable exp)."""
+    return x - np.max(x, axis=axis, keepdims=True)
+'''
+USES_HELPER = '''def softmax(x, axis=-1):
+    e = np.exp(_shifted(x, axis))
+    return e / np.sum(e, axis=axis, keepdims=True)
+'''
+
+
+def _own_cell(src, **meta):
+    cell = nbformat.v4.new_code_cell(src)
+    cell.metadata["nbgrader"] = {"schema_version": 3, "grade": False, "solution": False, "locked": False, **meta}
+    return cell
+
+
+def build(root):
+    def put(student, nb, name=gc.NB):
+        (root / student).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, root / student / f"{name}.ipynb")
+
+    # B6: the softmax answer cell pasted from notebook 01 into 02, with its metadata
+    put("pasted", gc.solved())
+    nb2 = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{NB2}.ipynb", as_version=4)
+    pasted = copy.deepcopy(gc.cell(gc.solved(), "softmax"))
+    pasted.id = "pasted-softmax"
+    nb2.cells.insert(len(nb2.cells) // 2, pasted)
+    put("pasted", nb2, NB2)
+    # B6: the student's own cells marked as an answer / a locked cell, with grade_ids of their own
+    nb = gc.solved()
+    nb.cells.insert(0, _own_cell("print('own setup')", locked=True, grade_id="my_setup"))
+    nb.cells.append(_own_cell("print('own scratch')", solution=True, grade_id="my_scratch"))
+    put("own_ids", nb)
+    # B7: the softmax answer split in two (JupyterLab's "split cell" copies the metadata)
+    nb = gc.solved(softmax=USES_HELPER)
+    first = copy.deepcopy(gc.cell(nb, "softmax"))
+    first.id, first.source = "split-a", HELPER
+    nb.cells.insert(gc.index(nb, "softmax"), first)
+    put("split", nb)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("intake")
+    build(tmp / "class")
+    out = tmp / "out"
+    grade(tmp / "class", out, jobs=1, timeout=30, seed=2468, log=lambda _: None)
+    with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    yield {"out": out, "rows": rows}
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def points(rows, student, name=gc.NB):
+    got = [(float(r[3]), float(r[4])) for r in rows[1:] if r[0] == student and r[1] == name]
+    return sum(g for g, _ in got), sum(m for _, m in got)
+
+
+def full(name=gc.NB):
+    return sum(p for _, p in graded_cells(name)[0])
+
+
+def feedback(graded, student, name=gc.NB):
+    return (graded["out"] / "feedback" / student / f"{name}.html").read_text(encoding="utf-8")
+
+
+def test_a_cell_pasted_from_another_notebook_is_a_plain_cell(graded):
+    assert points(graded["rows"], "pasted", NB2) == (full(NB2), full(NB2))
+    assert points(graded["rows"], "pasted") == (full(), full())
+    assert "本笔记本没有的题目 `softmax`" in feedback(graded, "pasted", NB2)
+
+
+def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):
+    assert points(graded["rows"], "own_ids") == (full(), full())
+    page = feedback(graded, "own_ids")
+    assert "`my_setup`" in page and "`my_scratch`" in page
+
+
+def test_a_split_answer_cell_is_graded_whole(graded):
+    assert points(graded["rows"], "split") == (full(), full())
+    assert "被拆成了几个单元格" in feedback(graded, "split")
+

@@ -9,19 +9,20 @@ an answer cell that defines nothing (for example one that imports the function f
 import ast
 
 from IPython.core.inputtransformer2 import TransformerManager
+from w1d1_student.cell_scope import python_in_namespace
 
 _transformer = TransformerManager()
 
 
 def _parse(source):
     try:
-        return ast.parse(_transformer.transform_cell(source))
+        return ast.parse(_transformer.transform_cell(python_in_namespace(source)))
     except SyntaxError:
         return None
 
 
 def defined_names(source):
-    """Top-level names a cell defines (def, class, assignment)."""
+    """Top-level names a cell defines (def, class, assignment), in the body of %%time and the like."""
     tree = _parse(source)
     names = set()
     if tree is None:

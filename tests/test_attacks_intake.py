@@ -1,4 +1,4 @@
-"""Correct answers that intake and the answer check used to mark down (issue 11, round 2: B6, B7),
+"""Correct answers that intake and the answer check used to mark down (issue 11, round 2: B6, B7, B8),
 graded by the real sandboxed grader. Full marks come from the source notebook, never hard-coded."""
 import copy
 import csv
@@ -6,7 +6,10 @@ import shutil
 
 import nbformat
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from w1d1_student.cell_scope import names_in_grading_cells
 
+from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.grade import grade
 from autograder.reports import graded_cells
@@ -25,6 +28,7 @@ USES_HELPER = '''def softmax(x, axis=-1):
     e = np.exp(_shifted(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 '''
+MAGICS = ["time", "capture out", "prun -q", "capture\n%%time", "timeit -n1 -r1", "bash"]
 
 
 def _own_cell(src, **meta):
@@ -56,6 +60,11 @@ def build(root):
     first.id, first.source = "split-a", HELPER
     nb.cells.insert(gc.index(nb, "softmax"), first)
     put("split", nb)
+    # B8: cell magics that run the answer in the notebook's namespace, and one that does not
+    answers = gc._answers()
+    put("magic", gc.solved(softmax="%%time\n" + answers["softmax"],
+                           self_attention="\n%%capture out\n" + answers["self_attention"]))
+    put("timeit", gc.solved(softmax="%%timeit -n1 -r1\n" + answers["softmax"]))
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +108,28 @@ def test_a_split_answer_cell_is_graded_whole(graded):
     assert points(graded["rows"], "split") == (full(), full())
     assert "被拆成了几个单元格" in feedback(graded, "split")
 
+
+def test_answers_under_time_and_capture_magics_get_full_marks(graded):
+    assert points(graded["rows"], "magic") == (full(), full())
+
+
+def test_an_answer_under_timeit_is_not_defined_as_at_home(graded):
+    """%%timeit runs the body in a function of its own: `softmax` does not exist after it, at home either."""
+    got, total = points(graded["rows"], "timeit")
+    softmax_points = sum(p for gid, p in graded_cells(gc.NB)[0] if gid.startswith("test_softmax"))
+    assert total == full() and got == full() - softmax_points
+
+
+@pytest.mark.parametrize("magic", MAGICS)
+def test_magic_cells_define_what_ipython_defines(magic):
+    """The answer check and the home warning see a name in a cell magic exactly when IPython defines it."""
+    shell = InteractiveShell.instance()
+    shell.user_ns.pop("probe", None)
+    src = f"%%{magic}\ndef probe():\n    return 1\n"
+    shell.run_cell(src, silent=True)
+    at_home = "probe" in shell.user_ns
+    assert at_home is (magic.split()[0] in ("time", "capture", "prun"))
+    assert ("probe" in provenance.defined_names(src)) is at_home
+    nb = gc.release_nb()
+    gc.cell(nb, "softmax").source = src
+    assert ("probe" in names_in_grading_cells(nb)) is at_home

@@ -47,12 +47,28 @@ def _source(cell):
     return "".join(src) if isinstance(src, list) else str(src)
 
 
+# cell magics that run their body in the notebook's namespace, so its definitions exist afterwards;
+# any other (%%timeit runs the body inside a function of its own, %%bash elsewhere) defines nothing
+BODY_IN_NAMESPACE = {"time", "capture", "prun"}
+
+
+def python_in_namespace(source):
+    """The code of a cell whose definitions land in the notebook's namespace, as IPython runs it."""
+    lines = source.splitlines(keepends=True)
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    if not lines or not lines[0].startswith("%%"):
+        return source
+    magic = lines[0][2:].split()
+    return python_in_namespace("".join(lines[1:])) if magic and magic[0] in BODY_IN_NAMESPACE else ""
+
+
 def _bound_names(source):
     """Every name a cell binds at top level (def, class, import, assignment, for, with, ...)."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        tree = ast.parse(TransformerManager().transform_cell(source))
+        tree = ast.parse(TransformerManager().transform_cell(python_in_namespace(source)))
     except (SyntaxError, ImportError, ValueError):
         return set()
     names = set()

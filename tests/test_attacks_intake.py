@@ -7,7 +7,7 @@ import shutil
 import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from w1d1_student.cell_scope import names_in_grading_cells
+from w1d1_student.cell_scope import grading_cells, names_in_grading_cells
 
 from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
@@ -65,6 +65,7 @@ def build(root):
     put("magic", gc.solved(softmax="%%time\n" + answers["softmax"],
                            self_attention="\n%%capture out\n" + answers["self_attention"]))
     put("timeit", gc.solved(softmax="%%timeit -n1 -r1\n" + answers["softmax"]))
+    return nb2
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +97,17 @@ def test_a_cell_pasted_from_another_notebook_is_a_plain_cell(graded):
     assert points(graded["rows"], "pasted", NB2) == (full(NB2), full(NB2))
     assert points(graded["rows"], "pasted") == (full(), full())
     assert "本笔记本没有的题目 `softmax`" in feedback(graded, "pasted", NB2)
+
+
+def test_home_warning_skips_cells_that_grading_skips(tmp_path):
+    """At home, names from a cell pasted from another notebook count as outside the graded cells."""
+    nb2 = build(tmp_path)
+    pasted = next(i for i, c in enumerate(nb2.cells) if c.get("id") == "pasted-softmax")
+    assert pasted not in grading_cells(nb2)
+    assert "softmax" not in names_in_grading_cells(nb2)
+    assert "attention_forward" in names_in_grading_cells(nb2)
+    nb2.cells[pasted].metadata.nbgrader.grade_id = "attention_forward"  # a split answer of this notebook
+    assert pasted in grading_cells(nb2) and "softmax" in names_in_grading_cells(nb2)
 
 
 def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):

@@ -10,6 +10,9 @@ import dis
 import json
 import os
 import sys
+from collections import Counter
+
+from .registry import NOTEBOOK_OF
 
 
 def _only_definitions(source):
@@ -25,8 +28,8 @@ def _only_definitions(source):
 def grading_cells(nb):
     """Indices of the cells a grading kernel runs: the first locked code cell of the course (setup),
     locked course cells that only define things (a class the checks use, say), every answer cell
-    and every test cell. `nb` is a notebook node or the plain JSON dict."""
-    run, setup = set(), None
+    and every test cell of the notebook's own exercises. `nb` is a notebook node or the plain JSON dict."""
+    run, setup, exercise_of = set(), None, {}
     for i, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") != "code":
             continue
@@ -34,12 +37,22 @@ def grading_cells(nb):
         if not isinstance(meta, dict):
             continue
         if meta.get("solution") or meta.get("grade"):
-            run.add(i)
+            exercise_of[i] = _notebook_of(meta.get("grade_id"))
         elif meta.get("locked") and setup is None:
             setup = i
         elif meta.get("locked") and _only_definitions(_source(cell)):
             run.add(i)
+    # answer and test cells of this notebook's exercises only: intake makes a cell pasted from another
+    # notebook (or with a made-up grade_id) a plain student cell, which grading does not run
+    ours = Counter(n for n in exercise_of.values() if n).most_common(1)
+    run |= {i for i, n in exercise_of.items() if ours and n == ours[0][0]}
     return run | ({setup} if setup is not None else set())
+
+
+def _notebook_of(grade_id):
+    if not isinstance(grade_id, str):
+        return None
+    return NOTEBOOK_OF.get(grade_id.removeprefix("test_").removesuffix("__hidden"))
 
 
 def _source(cell):

@@ -197,3 +197,15 @@ VARIANTS["self_attention"]["correct"] += [
     + SELF_ATTENTION,
     decorated(SELF_ATTENTION, "self_attention", "@torch.no_grad()"),
 ]
+# a split answer cell, as intake joins it: helper in the first half, softmax in the second (issue 11, B7)
+VARIANTS["softmax"]["correct"].append('''import numpy as np
+
+
+def _shifted(x, axis):
+    return x - np.max(x, axis=axis, keepdims=True)
+
+
+def softmax(x, axis=-1):
+    e = np.exp(_shifted(x, axis))
+    return e / np.sum(e, axis=axis, keepdims=True)
+''')

@@ -169,7 +169,7 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-all"]
-    args += ["--die-with-parent", "--new-session",
+    args += ["--clearenv", "--die-with-parent", "--new-session",
              "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
@@ -192,13 +192,10 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
         args += ["--ro-bind", str(inbox), INBOX]
     if runtime_dir is not None:
         args += ["--bind", str(runtime_dir), str(runtime_dir)]
-    args += ["--chdir", WORKDIR,
-             "--setenv", "HOME", "/tmp", "--setenv", "MPLCONFIGDIR", "/tmp", "--setenv", "MPLBACKEND", "agg",
-             "--setenv", "W1D1_GRADING", "1", "--unsetenv", "PYTHONPATH", "--setenv", "OMP_NUM_THREADS", "1",
-             "--unsetenv", "JPY_SESSION_NAME", "--unsetenv", "JPY_PARENT_PID",
-             "--remount-ro", "/", "--"]
-    if runtime_dir is not None:
-        args[args.index("--unsetenv"):args.index("--unsetenv")] = ["--setenv", "JUPYTER_RUNTIME_DIR", str(runtime_dir)]
+    args += ["--chdir", WORKDIR]
+    for name, value in kernel_env(runtime_dir).items():
+        args += ["--setenv", name, value]
+    args += ["--remount-ro", "/", "--"]
     args = _with_parent_dirs(args)
     if own_uid:
         uid = uid or kernel_uid()
@@ -207,6 +204,16 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
     if inbox is not None:  # fill the private working folder, then become the kernel
         args += ["/bin/sh", "-c", f'cp -p {INBOX}/* . 2>/dev/null; exec "$@"', "sh"]
     return args + list(cmd)
+
+
+def kernel_env(runtime_dir=None):
+    """The kernel's whole environment (bwrap starts from an empty one): nothing of the grader's."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp", "MPLBACKEND": "agg",
+           "OMP_NUM_THREADS": "1", "W1D1_GRADING": "1"}
+    if runtime_dir is not None:  # the kernel's own socket folder (a fresh name under /tmp)
+        env["JUPYTER_RUNTIME_DIR"] = str(runtime_dir)
+    return env
 
 
 def _with_parent_dirs(args):

@@ -39,7 +39,7 @@ class SandboxedExecute(Execute):
 
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
-    notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s).").tag(config=True)
+    notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
@@ -67,8 +67,8 @@ class SandboxedExecute(Execute):
         if cell_index not in self._run:
             cell.outputs, cell.execution_count = [], None
             return cell
-        if time.monotonic() - self._started > self.notebook_timeout:
-            cell.outputs = [_error_output("未执行", f"整本笔记本超过了 {self.notebook_timeout} 秒的时间上限，这个单元格没有运行。")]
+        if self._time_left() <= 0:
+            cell.outputs = [_error_output("未执行", self._over_budget() + "这个单元格没有运行。")]
             return cell
         self._current = cell_index
         try:
@@ -76,12 +76,29 @@ class SandboxedExecute(Execute):
             self._done.append(cell_index)
             return result
         except (CellTimeoutError, DeadKernelError) as exc:
-            why = (f"运行超过 {self.timeout} 秒，已终止" if isinstance(exc, CellTimeoutError)
-                   else "内核在运行这个单元格时退出了（os._exit、内存或 CPU 时间超限、崩溃）")
+            if self._time_left() <= 0:
+                why = self._over_budget() + "这个单元格被终止"
+            elif isinstance(exc, CellTimeoutError):
+                why = f"运行超过 {self.timeout} 秒，已终止"
+            else:
+                why = "内核在运行这个单元格时退出了（os._exit、内存或 CPU 时间超限、崩溃）"
             cell.outputs = list(cell.get("outputs", []))[:5] + [_error_output("单元格失败", why + "；之后的单元格在重启的内核里继续运行。")]
             self._broken.add(cell_index)
-            await self._restart_and_replay(cell)
+            if self._time_left() > 0:  # once the budget is spent, no more kernel work
+                await self._restart_and_replay(cell)
             return cell
+
+    def _time_left(self):
+        return self._started + self.notebook_timeout - time.monotonic()
+
+    def _over_budget(self):
+        return f"整本笔记本超过了 {self.notebook_timeout} 秒的时间上限，"
+
+    def _get_timeout(self, cell):
+        """A cell's timeout, never past the notebook's deadline (replayed cells included)."""
+        own = super()._get_timeout(cell)
+        left = max(self._time_left(), 0.1)
+        return left if own is None else min(own, left)
 
     execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
 
@@ -119,6 +136,8 @@ class SandboxedExecute(Execute):
 
     async def _replay(self, nb):
         for index in list(self._done):
+            if self._time_left() <= 0:
+                return
             original = nb.cells[index]
             shadow = NotebookNode(cell_type="code", source=original.source, metadata=NotebookNode(),
                                   outputs=[], execution_count=None)
@@ -126,6 +145,8 @@ class SandboxedExecute(Execute):
                 await super().async_execute_cell(shadow, index, None, False)
             except (CellTimeoutError, DeadKernelError):
                 self._done.remove(index)
+                if self._time_left() <= 0:
+                    return
                 await self._fresh_kernel()
             finally:
                 nb.cells[index] = original  # nbclient stores the executed cell back by index

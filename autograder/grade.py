@@ -35,6 +35,34 @@ class GradingError(Exception):
 OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py"}
 
 
+ID_SYMBOLS = set("_-.@")
+
+
+def unsafe_id_reason(name):
+    """Why a folder name cannot be a student id (None when it can): nbgrader reads ids as glob
+    patterns and paths, so only letters (any script), digits and `_ - . @` pass."""
+    if not name or name[0] in ".-":
+        return "不能以 . 或 - 开头"
+    bad = sorted({ch for ch in name if not (ch.isalnum() or ch in ID_SYMBOLS)})
+    if bad:
+        return "含有不允许的字符 " + " ".join(repr(ch) for ch in bad)
+    return None
+
+
+def _safe_folders(folders, log):
+    """(folders usable as student ids, {folder name: why it is skipped})."""
+    kept, skipped = [], {}
+    for folder in folders:
+        why = unsafe_id_reason(folder.name)
+        if why is None:
+            kept.append(folder)
+        else:
+            skipped[folder.name] = why
+            log(f"  [提交文件夹] 跳过 `{folder.name}`：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
+                "没有评分，其他学生不受影响。")
+    return kept, skipped
+
+
 def grader_version():
     """Digest of what decides a grade: the source notebooks and their files, the grader, the student
     package (drivers, judges), the config."""
@@ -228,6 +256,7 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     folders, refused = list_students(submissions)
     for note in refused:
         log(f"  [提交文件夹] {note}")
+    folders, skipped = _safe_folders(folders, log)
     if not folders:
         raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
     _check_sandbox(sandbox, log)
@@ -239,12 +268,12 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     except OutputBusy as exc:
         raise GradingError(str(exc)) from exc
     try:
-        return _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students)
+        return _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students, skipped)
     finally:
         output.unlock()
 
 
-def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students):
+def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students, skipped):
     prev = output.previous()
     previous_state = read_state(prev) if prev is not None and prev != output.out else {}
     version = grader_version()
@@ -299,6 +328,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     output.publish(gen)
     rows = _read_rows(gen)
     _summary(rows, records, notebooks, log)
+    if skipped:
+        log("没有评分的文件夹（名字不能作学号）：" + "、".join(f"`{name}`" for name in sorted(skipped)))
     log(f"写入 {output.out / 'grades.csv'}（自动评分）、manual_grades.csv（人工评分）、totals.csv（总分）"
         f"和 {output.out / 'feedback'}/")
     return rows

@@ -98,24 +98,51 @@ def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
             "seconds": time.monotonic() - started}
 
 
+def _tolerant_autograde():
+    """nbgrader's Autograde, except that a notebook whose grading raises is dropped (its partial
+    file removed) and the submission's other notebooks go on; `failed` names the dropped ones."""
+    from nbgrader.converters import Autograde
+
+    class TolerantAutograde(Autograde):
+        def convert_single_notebook(self, notebook_filename):
+            try:
+                super().convert_single_notebook(notebook_filename)
+            except Exception:
+                name = Path(notebook_filename).stem
+                self.log.exception("grading %s failed; the other notebooks go on", name)
+                self.failed.append(name)
+                partial = Path(self.writer.build_directory) / f"{name}.ipynb"
+                if partial.is_file():
+                    partial.unlink()
+
+    return TolerantAutograde
+
+
+def _autograde_once(nbg, student, notebook_id="*"):
+    from nbgrader.utils import capture_log, temp_attrs
+
+    with temp_attrs(nbg.coursedir, assignment_id=ASSIGNMENT, student_id=student, notebook_id=notebook_id):
+        app = _tolerant_autograde()(coursedir=nbg.coursedir, parent=nbg)
+        app.force, app.create_student, app.failed = True, True, []
+        result = capture_log(app)
+    return result, app.failed
+
+
 def _autograde(nbg, work, student):
-    """nbgrader autograde; when it fails, once more (a slow kernel start), then notebook by notebook,
-    so a notebook that breaks grading costs only itself. Returns (result, notebooks that failed)."""
-    result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
-    if not result["success"]:
-        result = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
-    if result["success"]:
+    """One nbgrader autograde of the whole submission; a notebook that breaks grading is tried once
+    more on its own (a slow kernel start), then costs only itself: the others are graded once.
+    Returns (result, notebooks that failed)."""
+    result, failed = _autograde_once(nbg, student)
+    if not result["success"]:  # the assignment as a whole (gradebook, folders): nothing to keep
         return result, []
-    names = sorted(p.stem for p in (Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
-    failed = []
-    for name in names:
-        nbg.coursedir.notebook_id = name
-        one = nbg.autograde(ASSIGNMENT, student, force=True, create=True)
-        if not one["success"]:
-            failed.append(name)
-            result = one
-    nbg.coursedir.notebook_id = "*"
-    return {**result, "success": len(failed) < len(names)}, failed
+    still = []
+    for name in failed:
+        one, again = _autograde_once(nbg, student, name)
+        if not one["success"] or again:
+            still.append(name)
+            result = {**result, "log": (result.get("log") or "") + (one.get("log") or "")}
+    names = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    return {**result, "success": len(still) < len(names)}, still
 
 
 def _write_feedback(work, gen, student, rec, notebooks):

@@ -20,6 +20,7 @@ from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
 
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 FORMULA = '=HYPERLINK("evil.example","click")'
+AT_ID = "@evil.example"  # a valid student id that a spreadsheet would still read as a formula
 SECRET = "root:x:0:0:W1D1-SECRET-FIRST-LINE"
 MARK = "document.documentElement.dataset.pwned={}"  # no quotes: it nests in HTML and Python strings
 WRITTEN = f"""<img src=x onerror="{MARK.format(1)}"><script>{MARK.format(2)}</script>
@@ -77,8 +78,10 @@ def build(root, outside):
     nb = _raw(gc.solved(softmax=gc._answers()["softmax"] + RICH,
                         self_attention=gc._answers()["self_attention"] + RICH + flood), "q1_two_problems", WRITTEN)
     put("xss", nb)
-    # finding 8: a formula as a student id; links, FIFOs and big files at intake
+    # finding 8: a formula as a folder name (not an id: skipped), an id a spreadsheet reads as a
+    # formula; links, FIFOs and big files at intake
     put(FORMULA, gc.solved())
+    put(AT_ID, gc.solved())
     folder = put("linker")
     os.symlink(outside / "passwd", folder / f"{gc.NB}.ipynb")
     os.mkfifo(folder / "02_scaled_dot_product.ipynb")
@@ -195,9 +198,11 @@ def test_grades_csv_neutralises_formulas(graded):
     for name in ("grades.csv", "totals.csv", "manual_grades.csv"):
         text = (graded["out"] / name).read_text(encoding="utf-8")
         cells = [c for row in csv.reader(text.splitlines()) for c in row]
-        assert "'" + FORMULA in cells, name
+        assert "'" + AT_ID in cells, name
         assert not any(c.startswith(("=", "+", "-", "@")) for c in cells), name
-    assert points(graded["rows"], "'" + FORMULA) == (FULL, FULL)
+        assert not any("HYPERLINK" in c for c in cells), name
+    assert points(graded["rows"], "'" + AT_ID) == (FULL, FULL)
+    assert f"跳过 `{FORMULA}`" in graded["log"]  # not a student id: never graded
 
 
 def test_intake_refuses_links_fifos_and_big_files(graded):

@@ -366,6 +366,27 @@ class AttentionFunction(torch.autograd.Function):
 ''',
         ],
         "buggy": [
+            # no forward/backward written: `apply` overridden with plain torch ops, autograd does the backward
+            ('''
+import math
+import torch
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, dy):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, q, k, v, mask=None):
+        s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return torch.softmax(s, -1) @ v
+''', "重写了 apply"),
             (FUNCTION.replace("dS = A * (dA - D)", "dS = A * dA"), "少了减去 D"),
             (FUNCTION.replace("dq = s * (dS @ k)", "dq = dS @ k").replace("dk = s * (dS", "dk = (dS"), "少了缩放因子"),
             (FUNCTION.replace("dk = s * (dS.transpose(-2, -1) @ q)", "dk = s * (dS @ q)"), "K̄ 少了转置"),

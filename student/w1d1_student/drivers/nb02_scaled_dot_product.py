@@ -4,6 +4,8 @@ attention_function, init_score_std.
 Only inputs and the grader-chosen test functions `f` of numerical_gradient live here; the
 references are on the judge side.
 """
+import functools
+
 import numpy as np
 
 from ..driver import Driver, dtype_name, lookup, to_numpy
@@ -69,21 +71,31 @@ def _call_numgrad(ns, case):
 
 
 def _call_function(ns, case):
+    """Calls torch's own Function.apply on the class (an overridden `apply` is not used) and reports
+    whether the output's grad_fn is the class's own node, so the backward that runs is the student's."""
     import torch
 
     cls = lookup(ns, "AttentionFunction")
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise TypeError(f"AttentionFunction 应继承 torch.autograd.Function，得到 {cls!r}")
+    base_apply = torch.autograd.Function.__dict__["apply"].__func__
+    if getattr(cls.apply, "__func__", None) is not base_apply:
+        return {"apply_overridden": True}
+    apply = functools.partial(base_apply, cls)  # torch's own apply: the class's forward and backward run
     dt = {"float64": torch.float64, "float32": torch.float32}[case["dtype"]]
     q, k, v = (torch.tensor(case[n], dtype=dt, requires_grad=True) for n in ("Q", "K", "V"))
     mask = None if case["mask"] is None else torch.tensor(case["mask"], dtype=torch.bool)
-    y = cls.apply(q, k, v, mask)
+    y = apply(q, k, v, mask)
+    if getattr(type(y.grad_fn), "_forward_cls", None) is not cls:
+        return {"apply_overridden": False, "own_node": False}
     dy = torch.tensor(case["dY"], dtype=dt)
     dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
     out = {"Y": to_numpy(y), "dQ": to_numpy(dq), "dK": to_numpy(dk), "dV": to_numpy(dv),
            "Y_dtype": dtype_name(y), "dQ_dtype": dtype_name(dq), "dK_dtype": dtype_name(dk),
-           "dV_dtype": dtype_name(dv)}
+           "dV_dtype": dtype_name(dv), "apply_overridden": False, "own_node": True}
     if case["gradcheck"]:
         inputs = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (mask,)
-        ok = torch.autograd.gradcheck(cls.apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
+        ok = torch.autograd.gradcheck(apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
         out["gradcheck"] = bool(ok)
     return out
 

@@ -176,6 +176,13 @@ def judge_attention_function(cases, results):
         return _show_qkv(c) + f"，dtype {c['dtype']}"
 
     for case, res in zip(cases, results):
+        out = res.get("out") if isinstance(res, dict) and res.get("ok") else None
+        if isinstance(out, dict) and out.get("apply_overridden"):
+            return fail(f"【{case['stage']}】AttentionFunction 重写了 apply：这道题要你自己写 forward 和 backward，"
+                        "由 torch.autograd.Function 自带的 apply 调用它们。不要重写 apply（检查用的就是自带的 apply）。")
+        if isinstance(out, dict) and out.get("own_node") is False:
+            return fail(f"【{case['stage']}】输出的 grad_fn 不是 AttentionFunction 自己的反向节点：反向传播没有经过你写的 "
+                        "backward。forward 里要直接用输入计算并返回结果（不要返回 autograd 另外记录的张量）。")
         if isinstance(res, dict) and not res.get("ok") and "incorrect number of gradients" in str(res.get("error")):
             return fail(f"【{case['stage']}】backward 要为 forward 的每个输入各返回一个梯度：q、k、v、mask 共 4 个，"
                         "mask 对应 None，即 return dq, dk, dv, None。\n" + str(res.get("error")))

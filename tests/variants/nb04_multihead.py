@@ -320,3 +320,46 @@ def merge_heads(x):
         ],
     },
 }
+
+# finding B1 of the red team: the answer switches the kernel-side detector off, then uses torch's MHA
+MHA_PATCHES_DETECTOR = '''
+import contextlib
+import torch
+import torch.nn.functional as F
+from torch import nn
+import w1d1_student.drivers.nb04_multihead as _k
+
+
+@contextlib.contextmanager
+def _quiet(*args, **kwargs):
+    yield {"used_sdpa": False, "used_torch_mha": False}
+
+
+_k._tripwires = _k.watching = _quiet
+try:
+    import w1d1_student.drivers.torch_calls as _t
+    _t.watching = _quiet
+except ImportError:
+    pass
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        W = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
+        b = None if self.W_q.bias is None else torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+        am = None if mask is None else torch.broadcast_to(mask, (B, h, T, T)).reshape(B * h, T, T)
+        xt = x.transpose(0, 1)
+        y, a = F.multi_head_attention_forward(xt, xt, xt, d, h, W, b, None, None, False, 0.0,
+                                              self.W_o.weight, self.W_o.bias, training=False,
+                                              need_weights=True, attn_mask=am, average_attn_weights=False)
+        y = y.transpose(0, 1)
+        return (y, a) if need_weights else y
+'''
+VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]

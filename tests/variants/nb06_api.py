@@ -287,3 +287,29 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
 # decorated answers: correct styles (issue 11)
 VARIANTS["sdpa_attention"]["correct"] += [decorated(SDPA, "sdpa_attention")]
 VARIANTS["to_torch_mha"]["correct"] += [decorated(TO_TORCH, "to_torch_mha", "@torch.no_grad()")]
+
+# SDPA reached through functools.partial or a default argument: correct styles (red-team finding B8)
+VARIANTS["sdpa_attention"]["correct"] += ['''
+import functools
+import torch
+import torch.nn.functional as F
+
+_attend = functools.partial(F.scaled_dot_product_attention, scale=None)
+
+
+def sdpa_attention(q, k, v, mask=None, is_causal=False, dropout_p=0.0, training=False):
+    p = dropout_p if training else 0.0
+    if mask is None:
+        return _attend(q, k, v, dropout_p=p, is_causal=is_causal)
+    allowed = ~mask
+    if is_causal:
+        allowed = allowed & torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    return _attend(q, k, v, attn_mask=allowed, dropout_p=p)
+''']
+VARIANTS["decode_step"]["correct"] += ['''
+import torch.nn.functional as F
+
+
+def decode_step(q_new, k_cache, v_cache, attend=F.scaled_dot_product_attention):
+    return attend(q_new, k_cache, v_cache)
+''']

@@ -4,15 +4,15 @@ Cases are plain data; `run` builds the torch inputs (float32 or float64), SETS t
 projections from the case arrays, calls the student's code and sends back numpy outputs, dtype
 names, structure facts and flags. No reference implementation lives here.
 
-Forbidden APIs (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`) are detected at run time:
-tripwires wrap the functions for the duration of one case, and a torch function/dispatch mode
-records any call that reaches them under another name; everything is restored in `finally`.
+Forbidden APIs (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`, their functional forms) are
+detected at run time by torch function/dispatch modes (`torch_calls.watching`), which see a call
+however it was reached; nothing is patched. The grader also rejects direct uses in the answer's
+source (autograder/forbidden_calls.py), which no code in the kernel can change.
 """
-import contextlib
-
 import numpy as np
 
 from ..driver import Driver, dtype_name, lookup, to_numpy
+from .torch_calls import watching
 
 
 def _torch():
@@ -67,59 +67,44 @@ def _call_split(ns, case):
             "input_changed": not bool((y == y0).all())}
 
 
-_FORBIDDEN_NAMES = ("scaled_dot_product", "multi_head_attention")
+_FORBIDDEN_NAMES = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention")
 
 
-@contextlib.contextmanager
-def _tripwires():
-    """Record any use of F.scaled_dot_product_attention or nn.MultiheadAttention while active."""
-    torch = _torch()
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
+def _make_call_mha(watching):
+    """The mha driver, holding its own reference to the detector of forbidden calls."""
 
-    flags = {"used_sdpa": False, "used_torch_mha": False}
+    def tripwires():
+        flags = {"used_sdpa": False, "used_torch_mha": False}
 
-    def note(name):
-        name = str(name)
-        if "scaled_dot_product" in name:
-            flags["used_sdpa"] = True
-        if "multi_head_attention" in name or "MultiheadAttention" in name:
-            flags["used_torch_mha"] = True
+        def seen(name, args, kwargs):
+            if "scaled_dot_product" in name:
+                flags["used_sdpa"] = True
+            if "multi_head_attention" in name or "MultiheadAttention" in name:
+                flags["used_torch_mha"] = True
 
-    def wrap(fn, name):
-        def tripwire(*args, **kwargs):
-            note(name)
-            return fn(*args, **kwargs)
-        return tripwire
+        return flags, watching(_FORBIDDEN_NAMES, seen, operators=True)
 
-    class _FnMode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            name = getattr(func, "__name__", "")
-            if any(s in name for s in _FORBIDDEN_NAMES):
-                note(name)
-            return func(*args, **(kwargs or {}))
+    def call_mha(ns, case):
+        torch = _torch()
+        flags, detector = tripwires()
+        with detector:
+            try:
+                m = _build(ns, case)
+                if case["kind"] == "struct":
+                    out = _structure(m)
+                else:
+                    _set_weights(m, case)
+                    run = {"forward": _run_forward, "backward": _run_backward, "perm": _run_perm}[case["kind"]]
+                    with torch.enable_grad():
+                        out = run(m, case)
+            except Exception:
+                if flags["used_sdpa"] or flags["used_torch_mha"]:
+                    return dict(flags)  # the forbidden use is the verdict, whatever failed after it
+                raise
+        out.update(flags)
+        return out
 
-    class _OpMode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = str(func)
-            if any(s in name for s in _FORBIDDEN_NAMES):
-                note(name)
-            return func(*args, **(kwargs or {}))
-
-    F = torch.nn.functional
-    mha_cls = torch.nn.MultiheadAttention
-    saved = [(F, "scaled_dot_product_attention", F.scaled_dot_product_attention),
-             (torch._C._nn, "scaled_dot_product_attention", torch._C._nn.scaled_dot_product_attention),
-             (mha_cls, "forward", mha_cls.__dict__["forward"]),
-             (mha_cls, "__init__", mha_cls.__dict__["__init__"])]
-    try:
-        for owner, attr, fn in saved:
-            setattr(owner, attr, wrap(fn, "MultiheadAttention" if owner is mha_cls else attr))
-        with _FnMode(), _OpMode():
-            yield flags
-    finally:
-        for owner, attr, fn in saved:
-            setattr(owner, attr, fn)
+    return call_mha
 
 
 def _build(ns, case):
@@ -227,27 +212,7 @@ def _run_perm(m, case):
     return {"y": to_numpy(y), "y_perm": to_numpy(yp)}
 
 
-def _call_mha(ns, case):
-    torch = _torch()
-    with _tripwires() as flags:
-        try:
-            m = _build(ns, case)
-            if case["kind"] == "struct":
-                out = _structure(m)
-            else:
-                _set_weights(m, case)
-                run = {"forward": _run_forward, "backward": _run_backward, "perm": _run_perm}[case["kind"]]
-                with torch.enable_grad():
-                    out = run(m, case)
-        except Exception:
-            if flags["used_sdpa"] or flags["used_torch_mha"]:
-                return dict(flags)  # the forbidden use is the verdict, whatever failed after it
-            raise
-    out.update(flags)
-    return out
-
-
 DRIVERS = {
     "split_merge_heads": Driver(("split_heads", "merge_heads"), _call_split),
-    "mha": Driver(("MultiHeadAttention",), _call_mha),
+    "mha": Driver(("MultiHeadAttention",), _make_call_mha(watching)),
 }

@@ -1,7 +1,8 @@
 """Drivers of notebook 06 (§A): sdpa_attention, decode_step, to_torch_mha, torch_mha_forward.
 
-`F.scaled_dot_product_attention` is wrapped while the student's function runs (a counting
-tripwire, restored in `finally`), so the checks know that it was called and with which flags.
+Every call of `F.scaled_dot_product_attention` while the student's function runs is recorded by a
+torch function mode (`torch_calls.watching`: an alias, functools.partial or a default argument is
+seen too), so the checks know that it was called and with which flags.
 Modules are built here and their weights SET from the case; nothing is read back from the
 student's objects except what their torch module computes and holds.
 """
@@ -10,10 +11,10 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..driver import Driver, dtype_name, lookup, to_numpy
+from .torch_calls import watching
 
 _DT = {"float32": torch.float32, "float64": torch.float64}
 
@@ -24,31 +25,26 @@ def _arg(args, kwargs, name, pos, default):
     return args[pos] if len(args) > pos else default
 
 
-@contextmanager
-def sdpa_tripwire(ns):
-    """Count the calls of F.scaled_dot_product_attention (also when imported by name into `ns`)."""
-    original = F.scaled_dot_product_attention
-    calls = []
+def _make_sdpa_calls(watching):
+    @contextmanager
+    def sdpa_calls():
+        """Record every call of F.scaled_dot_product_attention, however the student's code reached it."""
+        calls = []
 
-    def counting(*args, **kwargs):
-        mask = _arg(args, kwargs, "attn_mask", 3, None)
-        p = _arg(args, kwargs, "dropout_p", 4, 0.0)
-        calls.append({"is_causal": bool(_arg(args, kwargs, "is_causal", 5, False)),
-                      "dropout_p": float(p), "has_mask": mask is not None,
-                      "mask_dtype": dtype_name(mask) if mask is not None else ""})
-        return original(*args, **kwargs)
+        def seen(name, args, kwargs):
+            mask = _arg(args, kwargs, "attn_mask", 3, None)
+            p = _arg(args, kwargs, "dropout_p", 4, 0.0)
+            calls.append({"is_causal": bool(_arg(args, kwargs, "is_causal", 5, False)),
+                          "dropout_p": float(p), "has_mask": mask is not None,
+                          "mask_dtype": dtype_name(mask) if mask is not None else ""})
 
-    aliases = [name for name, value in list(ns.items()) if value is original]
-    F.scaled_dot_product_attention = counting
-    for name in aliases:
-        ns[name] = counting
-    try:
-        yield calls
-    finally:
-        F.scaled_dot_product_attention = original
-        for name in aliases:
-            if ns.get(name) is counting:
-                ns[name] = original
+        with watching(("scaled_dot_product_attention",), seen):
+            yield calls
+
+    return sdpa_calls
+
+
+sdpa_calls = _make_sdpa_calls(watching)
 
 
 def _summary(calls):
@@ -75,7 +71,7 @@ def _call_sdpa(ns, case):
         if case[name] is not None:
             kwargs[name] = case[name]
     before = [t.clone() for t in inputs]
-    with torch.random.fork_rng(devices=[]), sdpa_tripwire(ns) as calls:
+    with torch.random.fork_rng(devices=[]), sdpa_calls() as calls:
         torch.manual_seed(case["torch_seed"])
         y = fn(q, k, v, **kwargs)
     return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
@@ -87,7 +83,7 @@ def _call_decode(ns, case):
     dt = _DT[case["dtype"]]
     inputs = [_tensor(case[n], dt) for n in ("q_new", "k_cache", "v_cache")]
     before = [t.clone() for t in inputs]
-    with sdpa_tripwire(ns) as calls:
+    with sdpa_calls() as calls:
         y = fn(*inputs)
     return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
             "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)), **_summary(calls)}

@@ -16,7 +16,7 @@ from traitlets import Integer
 from w1d1_student import registry, wire
 from w1d1_student.cell_scope import grading_cells
 
-from . import provenance
+from . import forbidden_calls, provenance
 from .judge import judge_payload
 from .sandbox import SandboxKernelManager
 
@@ -232,7 +232,7 @@ def judge_cell(nb, cell, seed):
             names = registry.driver(grade_id).names
         except KeyError:
             return False, f"未知的练习 {grade_id}"
-        problems = provenance.answer_problems(nb, grade_id, names)
+        problems = provenance.answer_problems(nb, grade_id, names) + forbidden_calls.answer_problems(nb, grade_id)
         if problems:
             return False, f"{grade_id}：" + "；".join(problems) + "。"
         mine = [p for p in payloads if isinstance(p, dict) and p.get("grade_id") == grade_id and bool(p.get("hidden")) == hidden]

@@ -1,0 +1,103 @@
+"""Static check of the answer cells, run in the grader's process: what no code in the kernel can change.
+
+The kernel reports flags about itself (the torch calls it saw, whether the custom backward ran);
+code in the same process could forge them. This check reads the notebook's answer cells here:
+a direct use of an API that an exercise forbids, or any reference to the checking machinery (the
+student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
+modes off), and the exercise gets 0 with a reason. It sees what is written, not what obfuscated
+code computes at run time; the run-time detection (w1d1_student/drivers/torch_calls.py) covers the rest.
+"""
+import ast
+
+from IPython.core.inputtransformer2 import TransformerManager
+
+# grade_id -> {name seen in the source: how the course calls it}
+FORBIDDEN_APIS = {
+    "mha": {
+        "scaled_dot_product_attention": "F.scaled_dot_product_attention",
+        "multi_head_attention_forward": "F.multi_head_attention_forward",
+        "_native_multi_head_attention": "torch._native_multi_head_attention",
+        "MultiheadAttention": "nn.MultiheadAttention",
+    },
+}
+MACHINERY_MODULES = ("w1d1_student", "autograder")
+MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_mode",
+                   "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_disable_current_modes",
+                   "_len_torch_function_stack", "_get_current_dispatch_mode_stack")
+
+_transformer = TransformerManager()
+
+
+def _tree(source):
+    try:
+        return ast.parse(_transformer.transform_cell(source))
+    except (SyntaxError, ValueError):
+        return None  # it does not run either: the check finds nothing to grade
+
+
+def _names(node):
+    """Identifiers a node spells out: names, attributes, imported modules and names."""
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Attribute):
+        yield node.attr
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            yield from alias.name.split(".")
+    elif isinstance(node, ast.ImportFrom):
+        yield from (node.module or "").split(".")
+        for alias in node.names:
+            yield alias.name
+
+
+def machinery_uses(source):
+    """[(line, what)] for each reference of a cell to the checking machinery."""
+    tree = _tree(source)
+    found = []
+    for node in ast.walk(tree) if tree is not None else ():
+        line = getattr(node, "lineno", 0)
+        for name in _names(node):
+            if name in MACHINERY_MODULES or name in MACHINERY_NAMES:
+                found.append((line, name))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(line, m) for m in MACHINERY_MODULES if m in node.value]
+        if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"):
+            found.append((line, "sys.modules"))
+    return found
+
+
+def forbidden_uses(source, grade_id):
+    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids."""
+    apis = FORBIDDEN_APIS.get(grade_id)
+    tree = _tree(source) if apis else None
+    found = []
+    for node in ast.walk(tree) if tree is not None else ():
+        names = list(_names(node))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.append(node.value)
+        found += [(getattr(node, "lineno", 0), apis[n]) for n in names if n in apis]
+    return found
+
+
+def _answer_cells(nb):
+    from nbgrader import utils
+
+    return [c for c in nb.cells if c.cell_type == "code" and utils.is_solution(c)]
+
+
+def _where(cell, line):
+    gid = cell.metadata.get("nbgrader", {}).get("grade_id", "?")
+    return f"答案单元格 {gid} 第 {line} 行"
+
+
+def answer_problems(nb, grade_id):
+    """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
+    Every answer cell of the notebook runs while grading, so every one is read."""
+    problems = []
+    for cell in _answer_cells(nb):
+        for line, what in machinery_uses(cell.source)[:1]:
+            problems.append(f"{_where(cell, line)}引用了评分检查机制（`{what}`）：答案不能读取或改动检查代码，本题计 0 分")
+        for line, api in forbidden_uses(cell.source, grade_id)[:1]:
+            problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")
+    return problems

@@ -1,0 +1,57 @@
+"""The grader's static check of answer cells (autograder/forbidden_calls.py): direct uses of forbidden
+APIs and references to the checking machinery cost the exercise; no correct variant is touched."""
+import nbformat
+import pytest
+
+from autograder import forbidden_calls
+from tests.test_mutations import VARIANTS
+
+
+def _notebook(answer_sources):
+    nb = nbformat.v4.new_notebook()
+    for gid, src in answer_sources.items():
+        cell = nbformat.v4.new_code_cell(src)
+        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": gid, "locked": False}
+        nb.cells.append(cell)
+    return nb
+
+
+def _correct():
+    for gid, table in VARIANTS.items():
+        for i, src in enumerate([table["solution"], *table["correct"]]):
+            yield pytest.param(gid, src, id=f"{gid}-{i}")
+
+
+@pytest.mark.parametrize("grade_id,src", list(_correct()))
+def test_correct_answers_pass_the_static_check(grade_id, src):
+    assert forbidden_calls.answer_problems(_notebook({grade_id: src}), grade_id) == []
+
+
+@pytest.mark.parametrize("src,what", [
+    ("import torch.nn.functional as F\ny = F.scaled_dot_product_attention", "F.scaled_dot_product_attention"),
+    ("from torch.nn.functional import multi_head_attention_forward as f", "F.multi_head_attention_forward"),
+    ("import functools, torch\nf = functools.partial(torch.nn.MultiheadAttention, 4, 2)", "nn.MultiheadAttention"),
+    ("import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')", "F.scaled_dot_product_attention"),
+])
+def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
+    nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
+    problems = forbidden_calls.answer_problems(nb, "mha")
+    assert len(problems) == 1 and what in problems[0] and "计 0 分" in problems[0], problems
+    assert forbidden_calls.answer_problems(nb, "split_merge_heads") == []  # only mha forbids them
+
+
+@pytest.mark.parametrize("src", [
+    "import w1d1_student.drivers.nb04_multihead as k\nk._tripwires = None",
+    "from autograder.judge import judge_payload",
+    "import pkgutil\nk = pkgutil.resolve_name('x.y')",
+    "import sys\nk = sys.modules['w1d1_' + 'student']",
+    "import importlib\nk = importlib.import_module('w1d1_student.runner')",
+    "import torch\nwith torch._C.DisableTorchFunction():\n    pass",
+    "from torch.overrides import _pop_mode",
+    "%time import w1d1_student",
+])
+def test_reference_to_the_checking_machinery_zeroes_every_exercise(src):
+    nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
+    for gid in ("softmax", "self_attention"):
+        problems = forbidden_calls.answer_problems(nb, gid)
+        assert problems and "评分检查机制" in problems[0], (gid, problems)

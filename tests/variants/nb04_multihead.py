@@ -363,3 +363,11 @@ class MultiHeadAttention(nn.Module):
         return (y, a) if need_weights else y
 '''
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
+# the same, spelled so that the grader's static check of the source does not see it: the run-time detection must
+MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
+                  .replace("import w1d1_student.drivers.nb04_multihead as _k\n",
+                           "import importlib\n_k = importlib.import_module('w1d1_' + 'stu' + 'dent.drivers.nb04_multihead')\n")
+                  .replace("    import w1d1_student.drivers.torch_calls as _t\n",
+                           "    _t = importlib.import_module(_k.__name__.replace('nb04_multihead', 'torch_calls'))\n")
+                  .replace("F.multi_head_attention_forward(", "getattr(F, 'multi_head_' + 'attention_forward')("))
+VARIANTS["mha"]["buggy"] += [(MHA_OBFUSCATED, "nn.MultiheadAttention")]

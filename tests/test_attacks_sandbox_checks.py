@@ -1,0 +1,84 @@
+"""Red-team findings on the kernel-side checks, graded through the real sandbox.
+
+B1: an answer that switches the kernel's detector of forbidden calls off and then uses torch's
+multi-head attention earns nothing for mha: the grader's static check names a direct reference, the
+kernel's detector (a closure a module patch cannot reach) catches the obfuscated one. B2: an AttentionFunction that overrides `apply` (no
+forward or backward written) earns nothing. B8: SDPA reached through functools.partial or a default
+argument keeps every point.
+"""
+import csv
+
+import nbformat
+import pytest
+
+from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.grade import grade
+from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
+from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
+from tests.variants.nb06_api import VARIANTS as V06
+
+APPLY_OVERRIDDEN = next(src for src, diag in V02["attention_function"]["buggy"] if diag == "重写了 apply")
+
+
+def _solution(name, **answers):
+    """The solution notebook with some answer cells replaced (grade_id -> source)."""
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell.source = answers.pop(gid)
+    assert not answers, answers
+    return nb
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("class")
+    notebooks = {
+        "lazy": [("04_multihead", {"mha": MHA_PATCHES_DETECTOR}),
+                 ("02_scaled_dot_product", {"attention_function": APPLY_OVERRIDDEN})],
+        "obfuscated": [("04_multihead", {"mha": MHA_OBFUSCATED})],
+        "styles": [("06_api", {"sdpa_attention": V06["sdpa_attention"]["correct"][-1],
+                               "decode_step": V06["decode_step"]["correct"][-1]})],
+    }
+    for student, items in notebooks.items():
+        (subs / student).mkdir()
+        for name, answers in items:
+            nbformat.write(_solution(name, **answers), subs / student / f"{name}.ipynb")
+    out = tmp_path_factory.mktemp("out")
+    grade(subs, out, jobs=2, timeout=120, seed=5, log=lambda *_: None)
+    table = {}
+    with open(out / "grades.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            gid = r["grade_id"].removeprefix("test_").split("__")[0]
+            got, total = table.get((r["student_id"], gid), (0.0, 0.0))
+            table[(r["student_id"], gid)] = (got + float(r["score"]), total + float(r["max_score"]))
+    feedback = {p.parent.name + "/" + p.stem: p.read_text() for p in (out / "feedback").rglob("*.html")}
+    return table, feedback
+
+
+def test_patching_the_detector_does_not_hide_torch_mha(scores):
+    table, feedback = scores
+    assert table[("lazy", "mha")][1] > 0 and table[("lazy", "mha")][0] == 0
+    assert "评分检查机制" in feedback["lazy/04_multihead"]
+
+
+def test_obfuscated_patch_is_caught_at_run_time(scores):
+    """Spelled past the static check: the kernel's detector, held in a closure, still sees torch's MHA."""
+    table, feedback = scores
+    assert table[("obfuscated", "mha")][1] > 0 and table[("obfuscated", "mha")][0] == 0
+    assert "nn.MultiheadAttention" in feedback["obfuscated/04_multihead"]
+    assert table[("obfuscated", "split_merge_heads")][0] == table[("obfuscated", "split_merge_heads")][1] > 0
+
+
+def test_overriding_apply_earns_nothing(scores):
+    table, feedback = scores
+    assert table[("lazy", "attention_function")][1] > 0 and table[("lazy", "attention_function")][0] == 0
+    assert "重写了 apply" in feedback["lazy/02_scaled_dot_product"]
+    assert table[("lazy", "attention_forward")][0] == table[("lazy", "attention_forward")][1] > 0
+
+
+@pytest.mark.parametrize("exercise", ["sdpa_attention", "decode_step"])
+def test_sdpa_through_partial_or_default_argument_keeps_every_point(scores, exercise):
+    got, total = scores[0][("styles", exercise)]
+    assert got == total > 0

@@ -93,10 +93,12 @@ def _where(cell, line):
 
 def answer_problems(nb, grade_id):
     """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
-    Every answer cell of the notebook runs while grading, so every one is read."""
+    A reference to the checking machinery costs the exercise whose answer cell holds it; a forbidden
+    API costs the exercise that forbids it in any answer cell of the notebook (every one runs while grading)."""
     problems = []
     for cell in _answer_cells(nb):
-        for line, what in machinery_uses(cell.source)[:1]:
+        own = cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        for line, what in machinery_uses(cell.source)[:1] if own else ():
             problems.append(f"{_where(cell, line)}引用了评分检查机制（`{what}`）：答案不能读取或改动检查代码，本题计 0 分")
         for line, api in forbidden_uses(cell.source, grade_id)[:1]:
             problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")

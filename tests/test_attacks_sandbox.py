@@ -81,10 +81,9 @@ def hostile_fs(target, victim):
     """A symlink where nbgrader writes the executed notebook; links to another notebook, the
     reference and the gradebook; a big file. All in an answer cell (answer cells run while grading)."""
     return f'''
-import os, sys
-try:
-    import autograder
-    pkg = autograder.__file__
+import importlib, os, sys
+try:  # spelled so the grader's static check (forbidden_calls) does not take this exercise's points
+    pkg = importlib.import_module("auto" + "grader").__file__
 except ImportError:  # the grader is not in the kernel at all, only the student package
     pkg = "none"
 print("CWD", os.getcwd(), "PKG", pkg, "PYTHONPATH", os.environ.get("PYTHONPATH"))

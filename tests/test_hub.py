@@ -234,10 +234,17 @@ def test_class_on_jupyterhub(hub, tmp_path):
     # ... and grades one written §C answer by hand
     t.page.locator("tr", has_text=ann).first.locator("a[href*='/formgrader/submissions/']").first.click()
     score = t.page.locator(f"input.score#{WRITTEN}")
-    score.fill("1")
-    score.press("Tab")  # formgrader saves a score when its input loses the focus
+    t.page.wait_for_load_state("networkidle")  # formgrader binds its change handlers after the page loads
+    saved = False
+    for _ in range(4):  # a change typed before the handlers are bound is lost: type it again
+        score.fill("")
+        score.fill("1")
+        score.press("Tab")  # formgrader saves a score when its input loses the focus
+        saved = wait_for(lambda: manual_score(room, ann, WRITTEN) == 1.0, timeout=20)
+        if saved:
+            break
     t.shot("manual-grade")
-    assert wait_for(lambda: manual_score(room, ann, WRITTEN) == 1.0), "formgrader did not save the manual grade"
+    assert saved, "formgrader did not save the manual grade"
     t.close()
 
     # feedback, generated and released by the instructor

@@ -21,6 +21,7 @@ from pathlib import Path
 from . import feedback_page, reports
 from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
 from .intake import fingerprint, list_students, read_submission
+from .notes import Note, for_page, from_data
 from .outdir import Output, OutputBusy, copy_gradebook, file_stamp, link_tree, read_state, tree_hash, write_state, write_text
 from .sandbox import SandboxUnavailable, describe_limits, probe
 
@@ -153,7 +154,7 @@ def _write_feedback(work, gen, student, rec, notebooks):
     dest.mkdir(parents=True)
     for name in notebooks:
         src = work / "feedback" / student / ASSIGNMENT / f"{name}.html"
-        mine = [n for n in rec["notes"] if n.startswith(f"{name}：") or name in n]
+        mine = for_page(rec["notes"], name)
         target = dest / f"{name}.html"
         if rec["ok"] and name in rec["notebooks"] and src.exists():
             write_text(target, feedback_page.finish_page(src.read_text(encoding="utf-8"), mine))
@@ -318,7 +319,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
             raise GradingError("nbgrader generate_assignment 失败：\n"
                                + (gen_result.get("error") or gen_result.get("log") or "")[-3000:])
 
-    records = {sid: dict(rec) for sid, rec in previous_state.get("students", {}).items() if sid not in regrade}
+    records = {sid: {**rec, "notes": from_data(rec.get("notes"))}
+               for sid, rec in previous_state.get("students", {}).items() if sid not in regrade}
     for folder in folders:
         if folder.name not in regrade:
             continue
@@ -327,7 +329,7 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
                                 "notes": list(sub.notes), "files": prints[sub.student], "ok": True}
         log(f"  [{sub.student}] 重新评分：{regrade[sub.student]}")
         for note in sub.notes:
-            log(f"  [{sub.student}] {note}")
+            log(f"  [{sub.student}] {note.text}")
 
     tasks = {sid: False for sid in regrade if records[sid]["notebooks"]}
     tasks.update({sid: True for sid in refresh})
@@ -340,11 +342,11 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
             continue
         if not res["success"]:
             records[sid]["ok"] = False
-            records[sid]["notes"].append("自动评分没有完成（评分系统错误），请联系助教。")
+            records[sid]["notes"].append(Note(None, "自动评分没有完成（评分系统错误），请联系助教。"))
         for name in res.get("failed", []):
             records[sid]["notebooks"].remove(name)
             records[sid]["broken"][name] = "评分这本笔记本时出错"
-            records[sid]["notes"].append(f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。")
+            records[sid]["notes"].append(Note(name, f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。"))
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
     _write_results(gen, work, records, notebooks, set(tasks), results)
@@ -378,7 +380,7 @@ def _write_results(gen, work, records, notebooks, rendered, results):
             try:
                 _write_feedback(work, gen, sid, rec, notebooks)
             except Exception as exc:  # one student's page must not stop the others'
-                rec["notes"].append(f"反馈页面生成失败（{type(exc).__name__}），请联系助教。")
+                rec["notes"].append(Note(None, f"反馈页面生成失败（{type(exc).__name__}），请联系助教。"))
                 rec["gradebook"] = None  # remade next run
                 _write_feedback(work, gen, sid, {**rec, "ok": False, "notebooks": []}, notebooks)
 

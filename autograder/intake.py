@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from .notes import Note, about_notebook
 
 MAX_FILE_BYTES = 20 * 2**20        # one submitted file
 MAX_CELLS = 2000                   # the released notebooks have about a hundred
@@ -34,7 +35,7 @@ class Submission:
     student: str
     notebooks: dict = field(default_factory=dict)   # notebook name -> path of a readable copy
     broken: dict = field(default_factory=dict)      # notebook name -> why it could not be read
-    notes: list = field(default_factory=list)
+    notes: list = field(default_factory=list)      # Note(notebook or None, text)
 
 
 @dataclass
@@ -287,7 +288,7 @@ def read_submission(folder, known, dest):
         for name in known:
             if name not in sub.notebooks and (folder / f"{name}.ipynb").exists():
                 sub.broken[name] = f"{type(exc).__name__}"
-        sub.notes.append(f"读取提交时出错（{type(exc).__name__}: {str(exc)[:200]}），无法读取的笔记本记 0 分，请联系助教。")
+        sub.notes.append(Note(None, f"读取提交时出错（{type(exc).__name__}: {str(exc)[:200]}），无法读取的笔记本记 0 分，请联系助教。"))
     return sub
 
 
@@ -300,13 +301,15 @@ def _read_into(sub, folder, known, dest):
     for e in entries:
         name = Path(e.rel).stem
         if e.kind != "file":
-            sub.notes.append(f"`{e.rel}` {REFUSED[e.kind]}，已拒绝" + ("，这本笔记本记 0 分。" if e.rel.endswith(".ipynb") else "。"))
-            if e.rel.endswith(".ipynb") and name in known and name not in sub.notebooks:
+            ours = e.rel.endswith(".ipynb") and name in known
+            sub.notes.append(Note(name if ours else None,
+                                  f"`{e.rel}` {REFUSED[e.kind]}，已拒绝" + ("，这本笔记本记 0 分。" if e.rel.endswith(".ipynb") else "。")))
+            if ours and name not in sub.notebooks:
                 sub.broken[name] = REFUSED[e.kind]
             continue
         if not e.rel.endswith(".ipynb"):
             if e.path.name not in quiet:  # nbgrader's bookkeeping and the files the release ships
-                sub.notes.append(f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。")
+                sub.notes.append(Note(None, f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。"))
             continue
         try:
             _take_notebook(sub, e, name, folder, known, (sources, releases), source_ids, dest)
@@ -315,9 +318,9 @@ def _read_into(sub, folder, known, dest):
             if target:
                 sub.notebooks.pop(target, None)
                 sub.broken[target] = f"{type(exc).__name__}"
-            sub.notes.append(f"`{e.rel}` 无法处理（{type(exc).__name__}: {str(exc)[:200]}），这本笔记本记 0 分。")
+            sub.notes.append(Note(target, f"`{e.rel}` 无法处理（{type(exc).__name__}: {str(exc)[:200]}），这本笔记本记 0 分。"))
     if not entries:
-        sub.notes.append("提交文件夹是空的。")
+        sub.notes.append(Note(None, "提交文件夹是空的。"))
 
 
 def _take_notebook(sub, e, name, folder, known, courses, source_ids, dest):
@@ -329,18 +332,17 @@ def _take_notebook(sub, e, name, folder, known, courses, source_ids, dest):
         renamed = (nb is not None and len(match) == 1 and match[0] not in sub.notebooks
                    and not os.path.lexists(folder / f"{match[0]}.ipynb"))
         if not renamed:
-            sub.notes.append(f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
-                             + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。")
+            sub.notes.append(Note(None, f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
+                                  + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。"))
             return
-        sub.notes.append(f"`{e.path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。")
+        sub.notes.append(Note(match[0], f"`{e.path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
         name = match[0]
     if nb is None:
         sub.broken[name] = error
-        sub.notes.append(f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。")
+        sub.notes.append(Note(name, f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。"))
         return
-    sub.notes += normalise(name, nb, releases[name])
-    sub.notes += join_split_answers(name, nb)
-    sub.notes += tamper_notes(name, nb, sources[name])
+    sub.notes += about_notebook(name, normalise(name, nb, releases[name]) + join_split_answers(name, nb)
+                                + tamper_notes(name, nb, sources[name]))
     target = dest / f"{name}.ipynb"
     nbformat.write(_dedupe(nb), target)
     sub.notebooks[name] = target

@@ -14,6 +14,7 @@ import json
 import nbformat
 
 from .course import ASSIGNMENT, SOURCE_DIR
+from .notes import texts
 
 CSV_HEADER = ["student_id", "notebook", "grade_id", "score", "max_score"]
 MANUAL_HEADER = ["student_id", "notebook", "grade_id", "manual_score", "max_score", "needs_grading", "comment"]
@@ -93,7 +94,7 @@ def build(gb, records, notebooks):
                                f"{points:g}", "yes" if needs else "no",
                                csv_safe((comment.manual_comment or "") if comment else "")])
         totals.append([csv_safe(student), f"{auto:g}", f"{hand_sum:g}", f"{extra:g}", f"{auto + hand_sum + extra:g}",
-                       f"{max_total:g}", str(waiting), csv_safe(" ".join(rec["notes"])[:1000])])
+                       f"{max_total:g}", str(waiting), csv_safe(" ".join(texts(rec["notes"]))[:1000])])
     return {"grades.csv": (CSV_HEADER, grades), "manual_grades.csv": (MANUAL_HEADER, manual),
             "totals.csv": (TOTALS_HEADER, totals)}
 

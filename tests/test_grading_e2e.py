@@ -202,4 +202,6 @@ def test_malformed_renamed_and_unknown_files(tmp_path):
     assert "unknown" not in by
     text = "\n".join(log)
     assert "无法读取" in text and "改了名" in text and "不是本次作业的笔记本" in text
-    assert (out / "feedback" / "broken" / f"{gc.NB}.html").exists()
+    assert "无法读取" in (out / "feedback" / "broken" / f"{gc.NB}.html").read_text(encoding="utf-8")
+    page = (out / "feedback" / "renamed" / f"{gc.NB}.html").read_text(encoding="utf-8")
+    assert "改了名" in page and "notes.txt" in page  # its own note and the one about the whole submission

@@ -2,6 +2,7 @@
 refuses links, devices, FIFOs and oversized files. Each case costs only that student's notebook."""
 import json
 import os
+import shutil
 import string
 
 import nbformat
@@ -11,7 +12,9 @@ from hypothesis import strategies as st
 from nbgrader.nbgraderformat import MetadataValidator
 
 from autograder import intake
+from autograder.course import ASSIGNMENT, RELEASE_DIR
 from autograder.intake import MAX_FILE_BYTES, META_TYPES, list_students, read_submission
+from autograder.notes import for_page, texts
 from autograder.reports import csv_safe
 from tests import grading_class as gc
 
@@ -82,7 +85,7 @@ def test_the_reported_payloads_become_notes(tmp_path):
         (folder / f"{gc.NB}.ipynb").write_text(json.dumps(nb))
         sub = read_submission(folder, KNOWN, tmp_path / f"d{k}")
         assert gc.NB in sub.notebooks, sub.notes
-        assert any("元数据被改坏" in n for n in sub.notes), sub.notes
+        assert any("元数据被改坏" in n.text and n.notebook == gc.NB for n in sub.notes), sub.notes
         _well_formed(sub.notebooks[gc.NB])
 
 
@@ -104,7 +107,7 @@ def test_unreadable_notebooks_score_zero(tmp_path, case):
         path.write_text("{ not json")
     sub = read_submission(folder, KNOWN, tmp_path / "dest")
     assert gc.NB in sub.broken and gc.NB not in sub.notebooks
-    assert any("无法读取" in n and "0 分" in n for n in sub.notes), sub.notes
+    assert any("无法读取" in n.text and "0 分" in n.text and n.notebook == gc.NB for n in sub.notes), sub.notes
 
 
 def test_links_special_and_big_files_are_refused(tmp_path):
@@ -120,7 +123,7 @@ def test_links_special_and_big_files_are_refused(tmp_path):
     known = [gc.NB, "02_scaled_dot_product", "03_masks"]
     sub = read_submission(folder, known, tmp_path / "dest")
     assert sub.notebooks == {} and set(sub.broken) == set(known)
-    text = "\n".join(sub.notes)
+    text = "\n".join(texts(sub.notes))
     assert "SECRET" not in text
     assert "符号链接" in text and "不是普通文件" in text and "MB" in text and "sub/etc" in text
 
@@ -139,3 +142,21 @@ def test_csv_cells_that_look_like_formulas_are_neutralised():
     for text in ('=HYPERLINK("http://x","y")', "+1", "-2+3", "@SUM(A1)", "\tx"):
         assert csv_safe(text) == "'" + text
     assert csv_safe("alice") == "alice" and csv_safe("1.5") == "1.5"
+
+
+def test_notes_belong_to_the_notebook_they_are_about(tmp_path):
+    """A note that names other notebooks in its text stays on its own notebook's page."""
+    other = "02_scaled_dot_product"
+    folder = tmp_path / "s"
+    folder.mkdir()
+    nbformat.write(gc.solved(), folder / f"{other} (1).ipynb")  # 01's work under a name that mentions 02
+    shutil.copy(RELEASE_DIR / ASSIGNMENT / f"{other}.ipynb", folder / f"{other}.ipynb")
+    (folder / "draft.txt").write_text("x")
+    sub = read_submission(folder, [gc.NB, other], tmp_path / "dest")
+    assert set(sub.notebooks) == {gc.NB, other}
+    renamed = next(n for n in sub.notes if "改了名" in n.text)
+    assert renamed.notebook == gc.NB and other in renamed.text
+    assert renamed.text in for_page(sub.notes, gc.NB) and renamed.text not in for_page(sub.notes, other)
+    stray = next(n for n in sub.notes if "draft.txt" in n.text)
+    assert stray.notebook is None
+    assert stray.text in for_page(sub.notes, gc.NB) and stray.text in for_page(sub.notes, other)

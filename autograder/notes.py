@@ -1,0 +1,36 @@
+"""Notes about a submission, each tied to one notebook or to the whole submission.
+
+A notebook's feedback page shows its own notes and the submission-wide ones; nothing is matched
+by searching the text.
+"""
+from typing import NamedTuple
+
+
+class Note(NamedTuple):
+    notebook: str | None  # None: about the whole submission
+    text: str
+
+
+def about_notebook(notebook, texts):
+    """Notes about `notebook` from plain texts."""
+    return [Note(notebook, t) for t in texts]
+
+
+def for_page(notes, notebook):
+    """The texts a notebook's feedback page shows: its own notes, then those about the whole submission."""
+    return [n.text for n in notes if n.notebook == notebook] + [n.text for n in notes if n.notebook is None]
+
+
+def texts(notes):
+    return [n.text for n in notes]
+
+
+def from_data(items):
+    """Notes read back from state.json; a bare string (older state) is about the whole submission."""
+    out = []
+    for item in items or ():
+        if isinstance(item, str):
+            out.append(Note(None, item))
+        elif isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str):
+            out.append(Note(item[0] if isinstance(item[0], str) else None, item[1]))
+    return out

@@ -4,6 +4,7 @@ References and the outputs of known bugs are never computed here: the grader put
 case as `case["_oracle"][name]` (computed live while grading, precomputed as data for the public
 cases a student runs at home). `known(name)` reads one of them.
 """
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,56 +75,200 @@ def raised(stage, res, hints=()):
 
 def ran(res):
     """Whether the student's code ran on a case and gave outputs."""
-    return isinstance(res, dict) and bool(res.get("ok"))
+    return isinstance(res, dict) and bool(res.get("ok")) and isinstance(res.get("out"), dict)
 
 
 def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e-8, dtypes=None, show=None):
-    """Staged comparison.
+    """The staged loop over plain outputs `keys` (no extra checks, inputs not checked).
 
-    reference(case) -> dict of expected values for `keys`.
-    diagnoses: (message, buggy(case) -> dict) pairs; on a mismatch the first bug whose output
-    the student's matches names the likely mistake.
-    dtypes: optional dict key -> expected dtype name reported by the driver under key + "_dtype".
-    show(case) -> short text describing the inputs of the failing case.
+    reference(case) -> dict of expected values; dtypes: key -> expected dtype name (or case -> name).
     """
-    for i, (case, res) in enumerate(zip(cases, results)):
-        stage = case.get("stage", f"用例 {i + 1}")
-        if not ran(res):
-            return raised(stage, res)
-        out = res.get("out") or {}
-        want = reference(case)
-        for key in keys:
-            if key not in out:
-                return fail(f"【{stage}】没有得到输出 `{key}`。")
-            got = np.asarray(out[key])
-            exp = np.asarray(want[key])
-            if got.shape != exp.shape:
-                return fail(f"【{stage}】`{key}` 的形状不对：期望 {tuple(exp.shape)}，得到 {tuple(got.shape)}。")
-            if dtypes and key in dtypes:
-                expected_dtype = dtypes[key](case) if callable(dtypes[key]) else dtypes[key]
-                got_dtype = out.get(f"{key}_dtype")
-                if got_dtype != expected_dtype:
-                    return fail(f"【{stage}】`{key}` 的 dtype 不对：期望 {expected_dtype}，得到 {got_dtype}。")
-            if exp.dtype.kind == "f" and got.dtype.kind == "f" and not np.all(np.isfinite(got)) and np.all(np.isfinite(exp)):
-                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or "结果里出现了 NaN 或 inf。"
-                return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
-            if not close(got, exp, rtol, atol):
-                msg = _diagnose(case, out, keys, diagnoses, rtol, atol) or describe_mismatch(key, got, exp, rtol, atol)
-                return fail(f"【{stage}】{msg}\n{_want_got(key, exp, got, case, show)}")
-    return PASS
+    outputs = tuple(Output(k, expected=lambda c, k=k: reference(c)[k], tol=(rtol, atol),
+                           dtype=(dtypes or {}).get(k)) for k in keys)
+    return Exercise(outputs, diagnoses=diagnoses, show=show, untouched=None)(cases, results)
 
 
-def _diagnose(case, out, keys, diagnoses, rtol, atol):
+def _same_view(case, arr):
+    return arr
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of an exercise, checked on every case: shape, then dtype, then values.
+
+    expected(case) -> the reference value (default: the answer `ref` of the case, entry `key`).
+    dtype: the dtype name the driver reports as `<key>_dtype` (or case -> name); None: not checked.
+    tol: (rtol, atol), or case -> (rtol, atol).
+    view(case, array) -> the part of the output the contract fixes (values and bug names use it).
+    name: how messages call it; fallback: the message when no known bug matches (default: described).
+    render(case, want, got) -> the text under a value mismatch (default: inputs, expected, got).
+    namer(case, out, diagnoses) -> the bug's message or None (default: every known bug that matches).
+    """
+    key: str
+    expected: Callable | None = None
+    dtype: str | Callable | None = None
+    tol: tuple | Callable = (1e-6, 1e-8)
+    view: Callable = _same_view
+    name: str | None = None
+    shape_note: str = ""
+    dtype_note: str = ""
+    fallback: str | None = None
+    render: Callable | None = None
+    namer: Callable | None = None
+
+    def want(self, case):
+        return self.expected(case) if self.expected else case["_oracle"]["ref"][self.key]
+
+    def tolerance(self, case):
+        return self.tol(case) if callable(self.tol) else self.tol
+
+    def label(self):
+        return self.name if self.name is not None else f"`{self.key}` "
+
+    def check(self, stage, case, out, ex, diagnoses):
+        """The first stage this output fails on `case`, or None."""
+        if self.key not in out:
+            return fail(f"【{stage}】没有得到输出 `{self.key}`。")
+        got, want = np.asarray(out[self.key]), np.asarray(self.want(case))
+        if got.shape != want.shape:
+            return fail(f"【{stage}】{self.label()}的形状不对：期望 {tuple(want.shape)}，得到 {tuple(got.shape)}。"
+                        + self.shape_note)
+        if self.dtype is not None:
+            expected = self.dtype(case) if callable(self.dtype) else self.dtype
+            if out.get(f"{self.key}_dtype") != expected:
+                return fail(f"【{stage}】{self.label()}的 dtype 不对：期望 {expected}，得到 {out.get(f'{self.key}_dtype')}。"
+                            + self.dtype_note)
+        rtol, atol = self.tolerance(case)
+        g, w = np.asarray(self.view(case, got)), np.asarray(self.view(case, want))
+        if close(g, w, rtol, atol):
+            return None
+        msg = (self.namer or name_bug)(case, out, ex.outputs_of(case), diagnoses, self.key)
+        if msg is None:
+            if self.fallback is not None:
+                msg = self.fallback
+            elif _numeric(g) and _numeric(w) and not np.all(np.isfinite(g)) and np.all(np.isfinite(w)):
+                msg = "结果里出现了 NaN 或 inf。"
+            else:
+                msg = describe_mismatch(self.key, g, w, rtol, atol)
+        shown = self.render(case, want, got) if self.render else _want_got(self.key, want, got, case, ex.show)
+        return fail(f"【{stage}】{msg}\n{shown}")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """The tables of one exercise, judged by the one staged loop:
+
+    gate(cases, results)   conditions on the whole run, checked first (e.g. a forbidden API)
+    then case by case:     error (hints, or error(case, res)) → flags(case, out) → each output's
+                           shape → dtype → values with diagnoses (+ hint(case, out)) → extras(case, out)
+    after(cases, results)  conditions over every case (e.g. gradcheck), then inputs untouched.
+
+    outputs and diagnoses may be functions of the case (exercises with several kinds of case);
+    narrow: keep only the known bugs that explain every case (several bugs coincide on tiny cases).
+    """
+    outputs: tuple | Callable
+    diagnoses: Sequence | Callable = ()
+    show: Callable | None = None
+    hints: Sequence = ()
+    error: Callable | None = None
+    gate: Callable | None = None
+    flags: Callable | None = None
+    extras: Callable | None = None
+    hint: Callable | None = None
+    after: Callable | None = None
+    untouched: Callable | None = inputs_untouched
+    narrow: bool = False
+    errors_first: bool = False
+
+    def outputs_of(self, case):
+        return self.outputs(case) if callable(self.outputs) else self.outputs
+
+    def diagnoses_of(self, case):
+        return self.diagnoses(case) if callable(self.diagnoses) else self.diagnoses
+
+    def error_verdict(self, stage, case, res):
+        return (self.error and self.error(case, res)) or raised(stage, res, self.hints)
+
+    def __call__(self, cases, results):
+        stages = [case.get("stage", f"用例 {i + 1}") for i, case in enumerate(cases)]
+        verdict = self.gate(cases, results) if self.gate else None
+        if verdict:
+            return verdict
+        if self.errors_first:
+            for stage, case, res in zip(stages, cases, results):
+                if not ran(res):
+                    return self.error_verdict(stage, case, res)
+        kept = consistent(self, cases, results) if self.narrow else None
+        for stage, case, res in zip(stages, cases, results):
+            if not ran(res):
+                return self.error_verdict(stage, case, res)
+            out = res["out"]
+            verdict = self.flags(case, out) if self.flags else None
+            for output in self.outputs_of(case):
+                if verdict:
+                    break
+                verdict = output.check(stage, case, out, self, kept if kept is not None else self.diagnoses_of(case))
+                if verdict and self.hint:
+                    verdict = fail(verdict.message + self.hint(case, out, verdict.message))
+            verdict = verdict or (self.extras(case, out) if self.extras else None)
+            if verdict:
+                return verdict
+        verdict = self.after(cases, results) if self.after else None
+        return verdict or (self.untouched(results) if self.untouched else None) or PASS
+
+
+def _numeric(arr):
+    return arr.dtype.kind in "fiuc"
+
+
+def matches(got, bug, rtol=1e-5, atol=1e-7):
+    """Whether an output is a known bug's, wherever the bug's output is defined (finite)."""
+    got, bug = np.asarray(got), np.asarray(bug)
+    if got.shape != bug.shape:
+        return False
+    if not (_numeric(got) and _numeric(bug)):
+        return close(got, bug)
+    fin = np.isfinite(bug)
+    if not fin.any() or not np.all(np.isfinite(got[fin])):
+        return False
+    return bool(np.allclose(got[fin], bug[fin], rtol=max(rtol, 1e-5), atol=max(atol, 1e-7)))
+
+
+def _explains(case, out, outputs, buggy, key):
+    """Whether one known bug gives the student's `key` and every other output of the student's it gives."""
+    try:
+        bug = buggy(case)
+    except Exception:
+        return False
+    if bug is None:
+        return False
+    if not isinstance(bug, Mapping):
+        bug = {key: bug}
+    keyed = [o for o in outputs if o.key in bug]
+    try:
+        return key in bug and all(
+            o.key in out and matches(o.view(case, np.asarray(out[o.key])), o.view(case, np.asarray(bug[o.key])),
+                                     *o.tolerance(case)) for o in keyed)
+    except (IndexError, TypeError, ValueError):
+        return False
+
+
+def name_bug(case, out, outputs, diagnoses, key):
+    """The messages of every known bug whose output is the student's on this case, or None."""
+    named = []
     for message, buggy in diagnoses:
-        try:
-            bug = buggy(case)
-        except Exception:
-            continue
-        tol = (max(rtol, 1e-5), max(atol, 1e-7))
-        if all(k in out and close(out[k], bug[k], *tol, equal_nan=True) for k in keys if k in bug):
-            if any(k in bug for k in keys):
-                return message
-    return None
+        if message not in named and _explains(case, out, outputs, buggy, key):
+            named.append(message)
+    return "\n或者：".join(named) if named else None
+
+
+def consistent(ex, cases, results):
+    """The known bugs that explain the student's outputs on every case (all of them when none does)."""
+    every = ex.diagnoses_of(cases[0]) if cases else ()
+    kept = [(message, buggy) for message, buggy in every
+            if all(ran(res) and _explains(case, res["out"], ex.outputs_of(case), buggy, ex.outputs_of(case)[0].key)
+                   for case, res in zip(cases, results))]
+    return kept or list(every)
 
 
 def describe_mismatch(key, got, exp, rtol, atol):

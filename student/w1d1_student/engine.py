@@ -96,7 +96,7 @@ def _same_view(case, arr):
 class Output:
     """One output of an exercise, checked on every case: shape, then dtype, then values.
 
-    expected(case) -> the reference value (default: the answer `ref` of the case, entry `key`).
+    expected(case) -> the reference value (default: entry `key` of the case's answer named `answer`).
     dtype: the dtype name the driver reports as `<key>_dtype` (or case -> name); None: not checked.
     tol: (rtol, atol), or case -> (rtol, atol).
     view(case, array) -> the part of the output the contract fixes (values and bug names use it).
@@ -105,6 +105,7 @@ class Output:
     namer(case, out, diagnoses) -> the bug's message or None (default: every known bug that matches).
     """
     key: str
+    answer: str = "ref"
     expected: Callable | None = None
     dtype: str | Callable | None = None
     tol: tuple | Callable = (1e-6, 1e-8)
@@ -117,7 +118,7 @@ class Output:
     namer: Callable | None = None
 
     def want(self, case):
-        return self.expected(case) if self.expected else case["_oracle"]["ref"][self.key]
+        return self.expected(case) if self.expected else case["_oracle"][self.answer][self.key]
 
     def tolerance(self, case):
         return self.tol(case) if callable(self.tol) else self.tol
@@ -160,7 +161,8 @@ class Exercise:
 
     gate(cases, results)   conditions on the whole run, checked first (e.g. a forbidden API)
     then case by case:     error (hints, or error(case, res)) → flags(case, out) → each output's
-                           shape → dtype → values with diagnoses (+ hint(case, out)) → extras(case, out)
+                           shape → dtype → values with diagnoses → extras(case, out);
+                           hint(case, out, message) adds to an unrecognised error's or an output's verdict
     after(cases, results)  conditions over every case (e.g. gradcheck), then inputs untouched.
 
     outputs and diagnoses may be functions of the case (exercises with several kinds of case);
@@ -187,7 +189,11 @@ class Exercise:
         return self.diagnoses(case) if callable(self.diagnoses) else self.diagnoses
 
     def error_verdict(self, stage, case, res):
-        return (self.error and self.error(case, res)) or raised(stage, res, self.hints)
+        """An error the exercise recognises (error hook, hints) as is; any other one with the hint."""
+        return (self.error and self.error(case, res)) or self.hinted(case, {}, raised(stage, res, self.hints))
+
+    def hinted(self, case, out, verdict):
+        return fail(verdict.message + self.hint(case, out, verdict.message)) if verdict and self.hint else verdict
 
     def __call__(self, cases, results):
         stages = [case.get("stage", f"用例 {i + 1}") for i, case in enumerate(cases)]
@@ -207,9 +213,8 @@ class Exercise:
             for output in self.outputs_of(case):
                 if verdict:
                     break
-                verdict = output.check(stage, case, out, self, kept if kept is not None else self.diagnoses_of(case))
-                if verdict and self.hint:
-                    verdict = fail(verdict.message + self.hint(case, out, verdict.message))
+                verdict = self.hinted(case, out, output.check(stage, case, out, self,
+                                                              kept if kept is not None else self.diagnoses_of(case)))
             verdict = verdict or (self.extras(case, out) if self.extras else None)
             if verdict:
                 return verdict

@@ -1,7 +1,7 @@
-"""Verdicts of notebook 02 (§2): the grader's float64 answers and the realistic bugs they name."""
+"""Verdicts of notebook 02 (§2): tables for the engine's staged loop, with the checks only these exercises have."""
 import numpy as np
 
-from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, inputs_untouched, known, raised, ran
+from ..engine import MASK_MESSAGES, Exercise, Output, compare, fail, fmt, known
 
 FORWARD_BUGS = [
     ("缺少缩放：分数 QKᵀ 要乘以 1/√d_k。", known("fwd_no_scale")),
@@ -19,16 +19,9 @@ BATCH_HINT = ("\n提示：这个用例带批维（或 T ≠ S）。x.T 会把所
               "np.swapaxes(x, -1, -2)（torch：x.transpose(-2, -1)）；mask 要能广播到 (...,T,S)。")
 
 
-def _with_batch_hint(verdict, cases, results):
-    """Append the swapaxes hint when the failing stage has batch dims or T ≠ S."""
-    if verdict.passed or len(results) != len(cases):
-        return verdict
-    for case in cases:
-        if verdict.message.startswith(f"【{case.get('stage')}】"):
-            if case.get("batch") or case["Q"].shape[-2] != case["K"].shape[-2]:
-                return fail(verdict.message + BATCH_HINT)
-            break
-    return verdict
+def batch_hint(case, out, message):
+    """The swapaxes hint, on a failing case with batch dims or T ≠ S."""
+    return BATCH_HINT if case.get("batch") or case["Q"].shape[-2] != case["K"].shape[-2] else ""
 
 
 def _show_qkv(c):
@@ -37,11 +30,8 @@ def _show_qkv(c):
             + (f"\nmask={fmt(c['mask'])}" if c["mask"] is not None and np.size(c["mask"]) <= 24 else ""))
 
 
-def judge_attention_forward(cases, results):
-    verdict = compare(cases, results, known("fwd"), ["Y"], diagnoses=FORWARD_BUGS, rtol=1e-6, atol=1e-9,
-                      show=_show_qkv)
-    verdict = _with_batch_hint(verdict, cases, results)
-    return verdict if not verdict.passed else (inputs_untouched(results) or verdict)
+ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), diagnoses=FORWARD_BUGS,
+                             show=_show_qkv, hint=batch_hint)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,26 +56,23 @@ DEAD_KEY_MSG = ("被屏蔽的位置传回了梯度：所有 query 都看不到�
                 "检查：前向要用 -inf（或足够小、使 exp 恰为 0 的数）填充，反向用前向存下的 A。")
 
 
-def _dead_key_check(cases, results):
-    for case, res in zip(cases, results):
-        dead = case.get("dead_keys")
-        if dead is None or not dead.any():
-            continue
-        out = res["out"]
-        worst = max(float(np.abs(out[k][dead]).max()) for k in ("dK", "dV"))
-        if worst != 0.0:
-            return fail(f"【{case['stage']}】" + DEAD_KEY_MSG.format(worst))
-    return None
+def dead_keys_get_no_gradient(case, out):
+    dead = case.get("dead_keys")
+    if dead is None or not dead.any():
+        return None
+    worst = max(float(np.abs(out[k][dead]).max()) for k in ("dK", "dV"))
+    return fail(f"【{case['stage']}】" + DEAD_KEY_MSG.format(worst)) if worst != 0.0 else None
 
 
-def _forward_first(cases, results, what):
+def forward_first(cases, results):
     """Fail early when the student's own forward is already wrong (exceptions are judged later)."""
     ok = [(c, r) for c, r in zip(cases, results) if isinstance(r, dict) and r.get("ok")]
     verdict = compare([c for c, _ in ok], [r for _, r in ok], known("fwd"), ["Y"], diagnoses=FORWARD_BUGS,
                       rtol=1e-6, atol=1e-9, show=_show_qkv)
     if verdict.passed:
         return None
-    return fail(f"{what}的前向输出 Y 就不对，先让前向通过：\n" + verdict.message)
+    return fail("attention_backward 的检查用你自己的 attention_forward 产生 cache，它的前向输出 Y 就不对，"
+                "先让前向通过：\n" + verdict.message)
 
 
 INDEPENDENT = (("autograd", "torch.autograd（float64）", 1e-6, 1e-9), ("finite_differences", "数值微分（中心差分）", 1e-4, 1e-6))
@@ -105,20 +92,10 @@ def independent_checks(case, res):
     return None
 
 
-def judge_attention_backward(cases, results):
-    early = _forward_first(cases, results, "attention_backward 的检查用你自己的 attention_forward 产生 cache，它")
-    if early:
-        return early
-    for case, res in zip(cases, results):  # case by case: values, then exact zeros at dead keys
-        verdict = compare([case], [res], known("bwd"), ["dV", "dQ", "dK"], diagnoses=BACKWARD_BUGS, rtol=1e-6,
-                          atol=1e-9, show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}")
-        verdict = _with_batch_hint(verdict, [case], [res])
-        if not verdict.passed:
-            return verdict
-        dead = _dead_key_check([case], [res]) or independent_checks(case, res)
-        if dead:
-            return dead
-    return inputs_untouched(results) or PASS
+ATTENTION_BACKWARD = Exercise(
+    tuple(Output(k, answer="bwd", tol=(1e-6, 1e-9)) for k in ("dV", "dQ", "dK")), diagnoses=BACKWARD_BUGS,
+    show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint, gate=forward_first,
+    extras=lambda case, out: dead_keys_get_no_gradient(case, out) or independent_checks(case, {"out": out}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,31 +111,36 @@ NUMGRAD_BUGS = [
 ]
 
 
-def judge_numerical_gradient(cases, results):
-    for case, res in zip(cases, results):
-        stage = case["stage"]
-        if not ran(res):
-            return raised(stage, res)
-        out = res["out"]
-        if out.get("input_changed"):
-            return fail(f"【{stage}】调用之后 x 变了：每次扰动后要把 x[idx] 恢复成原值（或者在副本上扰动）。"
-                        "约定：函数返回后 x 必须和调用前一模一样。")
-        got, want = np.asarray(out["grad"]), np.asarray(case["_oracle"]["central"])
-        if got.shape != want.shape:
-            return fail(f"【{stage}】返回的形状不对：期望与 x 相同的 {want.shape}，得到 {got.shape}。")
-        if not np.all(np.isfinite(got)) or not np.allclose(got, want, rtol=1e-7, atol=1e-8):
-            msg = "数值与中心差分的结果不一致。"
-            err_ref = float(np.nanmax(np.abs(got - want))) if np.all(np.isfinite(got)) else np.inf
-            best = None
-            for message, name in NUMGRAD_BUGS:
-                err = float(np.max(np.abs(got - case["_oracle"][name]))) if np.all(np.isfinite(got)) else np.inf
-                if err < 0.1 * err_ref and (best is None or err < best[0]):
-                    best = (err, message)
-            if best is not None:
-                msg = best[1].format(eps=case["eps"])
-            eps = "1e-6（默认）" if case["eps"] is None else f"{case['eps']:g}"
-            return fail(f"【{stage}】{msg}\n输入：x={fmt(case['x'])}，eps={eps}\n期望：{fmt(want)}\n你的：{fmt(got)}")
-    return PASS
+def closest_difference_bug(case, out, outputs, diagnoses, key):
+    """The known difference formula much closer to the student's result than the central one is."""
+    got, want = np.asarray(out["grad"]), np.asarray(case["_oracle"]["central"])
+    if not np.all(np.isfinite(got)):
+        return None
+    err_ref, best = float(np.max(np.abs(got - want))), None
+    for message, name in NUMGRAD_BUGS:
+        err = float(np.max(np.abs(got - case["_oracle"][name])))
+        if err < 0.1 * err_ref and (best is None or err < best[0]):
+            best = (err, message)
+    return best[1].format(eps=case["eps"]) if best else None
+
+
+def restored_input(case, out):
+    if out.get("input_changed"):
+        return fail(f"【{case['stage']}】调用之后 x 变了：每次扰动后要把 x[idx] 恢复成原值（或者在副本上扰动）。"
+                    "约定：函数返回后 x 必须和调用前一模一样。")
+    return None
+
+
+def _numgrad_render(case, want, got):
+    eps = "1e-6（默认）" if case["eps"] is None else f"{case['eps']:g}"
+    return f"输入：x={fmt(case['x'])}，eps={eps}\n期望：{fmt(want)}\n你的：{fmt(got)}"
+
+
+NUMERICAL_GRADIENT = Exercise(
+    (Output("grad", answer="central", expected=lambda c: c["_oracle"]["central"], tol=(1e-7, 1e-8), name="返回值",
+            shape_note="应与 x 的形状相同。", fallback="数值与中心差分的结果不一致。", render=_numgrad_render,
+            namer=closest_difference_bug),),
+    flags=restored_input, untouched=None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,42 +150,47 @@ def judge_numerical_gradient(cases, results):
 FUNCTION_BUGS = BACKWARD_BUGS + FORWARD_BUGS
 
 
-def judge_attention_function(cases, results):
-    keys = ["Y", "dV", "dQ", "dK"]
-    dtypes = {k: (lambda c: c["dtype"]) for k in keys}
+def own_autograd_node(case, out):
+    if out.get("apply_overridden"):
+        return fail(f"【{case['stage']}】AttentionFunction 重写了 apply：这道题要你自己写 forward 和 backward，"
+                    "由 torch.autograd.Function 自带的 apply 调用它们。不要重写 apply（检查用的就是自带的 apply）。")
+    if out.get("own_node") is False:
+        return fail(f"【{case['stage']}】输出的 grad_fn 不是 AttentionFunction 自己的反向节点：反向传播没有经过你写的 "
+                    "backward。forward 里要直接用输入计算并返回结果（不要返回 autograd 另外记录的张量）。")
+    return None
 
-    def show(c):
-        return _show_qkv(c) + f"，dtype {c['dtype']}"
 
-    for case, res in zip(cases, results):
-        out = res.get("out") if isinstance(res, dict) and res.get("ok") else None
-        if isinstance(out, dict) and out.get("apply_overridden"):
-            return fail(f"【{case['stage']}】AttentionFunction 重写了 apply：这道题要你自己写 forward 和 backward，"
-                        "由 torch.autograd.Function 自带的 apply 调用它们。不要重写 apply（检查用的就是自带的 apply）。")
-        if isinstance(out, dict) and out.get("own_node") is False:
-            return fail(f"【{case['stage']}】输出的 grad_fn 不是 AttentionFunction 自己的反向节点：反向传播没有经过你写的 "
-                        "backward。forward 里要直接用输入计算并返回结果（不要返回 autograd 另外记录的张量）。")
-        if isinstance(res, dict) and not res.get("ok") and "incorrect number of gradients" in str(res.get("error")):
-            return fail(f"【{case['stage']}】backward 要为 forward 的每个输入各返回一个梯度：q、k、v、mask 共 4 个，"
-                        "mask 对应 None，即 return dq, dk, dv, None。\n" + str(res.get("error")))
-        err = str(res.get("error", "")) if isinstance(res, dict) else ""
-        if not res.get("ok") and ("scalar type" in err or "dtype" in err):
-            return fail(f"【{case['stage']}】dtype 混了：输入是 {case['dtype']}，计算要全程保持这个 dtype。"
-                        "别新建默认 float64 / float32 的张量（例如加法掩码），用 masked_fill，"
-                        "或者 torch.zeros(..., dtype=scores.dtype)。\n" + err)
-        tol = (1e-6, 1e-9) if case["dtype"] == "float64" else (1e-4, 1e-5)
-        v = compare([case], [res], known("bwd"), keys, diagnoses=FUNCTION_BUGS, rtol=tol[0], atol=tol[1],
-                    dtypes=dtypes, show=show)
-        if not v.passed:
-            return _with_batch_hint(v, [case], [res])
-        dead = _dead_key_check([case], [res]) if case["dtype"] == "float64" else None
+def function_error(case, res):
+    err = str(res.get("error", "")) if isinstance(res, dict) else ""
+    if "incorrect number of gradients" in err:
+        return fail(f"【{case['stage']}】backward 要为 forward 的每个输入各返回一个梯度：q、k、v、mask 共 4 个，"
+                    "mask 对应 None，即 return dq, dk, dv, None。\n" + err)
+    if "scalar type" in err or "dtype" in err:
+        return fail(f"【{case['stage']}】dtype 混了：输入是 {case['dtype']}，计算要全程保持这个 dtype。"
+                    "别新建默认 float64 / float32 的张量（例如加法掩码），用 masked_fill，"
+                    "或者 torch.zeros(..., dtype=scores.dtype)。\n" + err)
+    return None
+
+
+def function_extras(case, out):
+    if case["dtype"] == "float64":
+        dead = dead_keys_get_no_gradient(case, out)
         if dead:
             return dead
-    for case, res in zip(cases, results):
-        if case.get("gradcheck") and not res["out"].get("gradcheck"):
-            return fail(f"【{case['stage']}】数值对得上，但 torch.autograd.gradcheck 没有通过。"
-                        "检查 backward 返回的梯度形状、dtype，以及是否对 ctx 里保存的张量做了原地修改。")
-    return PASS
+    if case.get("gradcheck") and not out.get("gradcheck"):
+        return fail(f"【{case['stage']}】数值对得上，但 torch.autograd.gradcheck 没有通过。"
+                    "检查 backward 返回的梯度形状、dtype，以及是否对 ctx 里保存的张量做了原地修改。")
+    return None
+
+
+def _function_tol(case):
+    return (1e-6, 1e-9) if case["dtype"] == "float64" else (1e-4, 1e-5)
+
+
+ATTENTION_FUNCTION = Exercise(
+    tuple(Output(k, answer="bwd", dtype=lambda c: c["dtype"], tol=_function_tol) for k in ("Y", "dV", "dQ", "dK")),
+    diagnoses=FUNCTION_BUGS, show=lambda c: _show_qkv(c) + f"，dtype {c['dtype']}", hint=batch_hint,
+    flags=own_autograd_node, error=function_error, extras=function_extras, untouched=None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,24 +208,25 @@ INIT_BUGS = [
 ]
 
 
-def judge_init_score_std(cases, results):
-    def show(c):
-        v = 1.0 if c["input_var"] is None else c["input_var"]
-        return f"d={c['d']}，weight_bound={c['weight_bound']:.6g}，input_var={v:g}"
+def _init_show(c):
+    v = 1.0 if c["input_var"] is None else c["input_var"]
+    return f"d={c['d']}，weight_bound={c['weight_bound']:.6g}，input_var={v:g}"
 
-    verdict = compare(cases, results, known("init"), ["std"], diagnoses=INIT_BUGS, rtol=1e-9, atol=1e-12, show=show)
-    if not verdict.passed:
-        return verdict
-    for case, res in zip(cases, results):
-        if not res["out"].get("is_number"):
-            return fail(f"【{case['stage']}】请返回一个 Python float（例如 float(...)），不要返回数组或张量。")
-    return verdict
+
+def a_python_float(case, out):
+    if not out.get("is_number"):
+        return fail(f"【{case['stage']}】请返回一个 Python float（例如 float(...)），不要返回数组或张量。")
+    return None
+
+
+INIT_SCORE_STD = Exercise((Output("std", answer="init", tol=(1e-9, 1e-12)),), diagnoses=INIT_BUGS, show=_init_show,
+                          extras=a_python_float, untouched=None)
 
 
 JUDGES = {
-    "attention_forward": judge_attention_forward,
-    "attention_backward": judge_attention_backward,
-    "numerical_gradient": judge_numerical_gradient,
-    "attention_function": judge_attention_function,
-    "init_score_std": judge_init_score_std,
+    "attention_forward": ATTENTION_FORWARD,
+    "attention_backward": ATTENTION_BACKWARD,
+    "numerical_gradient": NUMERICAL_GRADIENT,
+    "attention_function": ATTENTION_FUNCTION,
+    "init_score_std": INIT_SCORE_STD,
 }

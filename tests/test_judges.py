@@ -1,6 +1,6 @@
-"""The grader's own references agree with each other (analytic, autograd, finite differences)."""
+"""The grader's own references agree with each other; the staged loop names bugs and checks counts."""
 import numpy as np
-from w1d1_student.engine import compare
+from w1d1_student.engine import Exercise, Number, Output, compare, known
 from w1d1_student.judges.nb02_scaled_dot_product import independent_checks
 
 from autograder.judge import nb02_scaled_dot_product as ex02
@@ -52,3 +52,37 @@ def test_a_wrong_answer_is_described_when_no_known_bug_matches():
     plain = _verdict_for(want + g.normal(size=want.shape), want)
     assert not plain.passed and plain.message.startswith("【t】`y` 的数值与参考答案不一致。")
     assert _verdict_for(want.copy(), want).passed
+
+
+def _two_outputs(rate, asym):
+    """One case with two outputs; a known bug that gives only `rate` (the right one, on this case) and
+    one that gives only `asym`."""
+    case = {"stage": "t", "_oracle": {"ref": {"rate": 1.0, "asym": 0.5}, "rate_bug": {"rate": 1.0},
+                                      "asym_bug": {"asym": 2.0}}}
+    ex = Exercise((Output("rate"), Output("asym")),
+                  diagnoses=[("RATE-BUG", known("rate_bug")), ("ASYM-BUG", known("asym_bug"))], untouched=None)
+    return ex([case], [{"ok": True, "out": {"rate": rate, "asym": asym}}])
+
+
+def test_a_known_bug_is_named_only_for_an_output_it_explains():
+    """A bug whose own output happens to equal the student's correct one does not name another mistake."""
+    assert _two_outputs(1.0, 0.5).passed
+    wrong_asym = _two_outputs(1.0, 2.0).message
+    assert "ASYM-BUG" in wrong_asym and "RATE-BUG" not in wrong_asym
+    unknown = _two_outputs(1.0, 0.7).message
+    assert "BUG" not in unknown and "`asym` 的数值与参考答案不一致" in unknown
+
+
+def test_exact_counts_are_ints_and_name_their_bug():
+    case = {"stage": "t", "_oracle": {"n": 2**70, "macs": 2**69}}
+    ex = Exercise((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))], type_note="INT"),),
+                  untouched=None)
+
+    def verdict(value, type_name):
+        return ex([case], [{"ok": True, "out": {"n": value, "n_type": type_name}}])
+
+    assert verdict(2**70, "int").passed
+    assert "MACS" in verdict(2**69, "int").message
+    assert "类型是 float" in verdict(float(2**70), "float").message
+    assert "超过了 int64" in verdict(-(2**63), "int64").message
+    assert "应当是一个数" in verdict("many", "str").message

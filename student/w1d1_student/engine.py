@@ -4,6 +4,7 @@ References and the outputs of known bugs are never computed here: the grader put
 case as `case["_oracle"][name]` (computed live while grading, precomputed as data for the public
 cases a student runs at home). `known(name)` reads one of them.
 """
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +40,7 @@ def known(name):
 def inputs_untouched(results, what="你的函数"):
     """Fail when the driver saw the student's function change an input array."""
     for res in results:
-        if res.get("ok") and res["out"].get("input_changed"):
+        if ran(res) and (res["out"].get("input_changed") or res["out"].get("mask_changed")):
             return fail(f"{what}修改了输入数组。函数不能原地修改输入（先复制，或写成不修改输入的形式）。")
     return None
 
@@ -102,7 +103,8 @@ class Output:
     view(case, array) -> the part of the output the contract fixes (values and bug names use it).
     name: how messages call it; fallback: the message when no known bug matches (default: described).
     render(case, want, got) -> the text under a value mismatch (default: inputs, expected, got).
-    namer(case, out, diagnoses) -> the bug's message or None (default: every known bug that matches).
+    namer(case, out, outputs, diagnoses, key) -> the bug's message or None (default: name_bug).
+    diagnoses: known bugs of this output alone (default: the exercise's).
     """
     key: str
     answer: str = "ref"
@@ -116,6 +118,7 @@ class Output:
     fallback: str | None = None
     render: Callable | None = None
     namer: Callable | None = None
+    diagnoses: Sequence | None = None
 
     def want(self, case):
         return self.expected(case) if self.expected else case["_oracle"][self.answer][self.key]
@@ -143,7 +146,8 @@ class Output:
         g, w = np.asarray(self.view(case, got)), np.asarray(self.view(case, want))
         if close(g, w, rtol, atol):
             return None
-        msg = (self.namer or name_bug)(case, out, ex.outputs_of(case), diagnoses, self.key)
+        own = self.diagnoses if self.diagnoses is not None else diagnoses
+        msg = (self.namer or name_bug)(case, out, ex.outputs_of(case), own, self.key)
         if msg is None:
             if self.fallback is not None:
                 msg = self.fallback
@@ -220,6 +224,72 @@ class Exercise:
                 return verdict
         verdict = self.after(cases, results) if self.after else None
         return verdict or (self.untouched(results) if self.untouched else None) or PASS
+
+
+@dataclass(frozen=True)
+class Number(Output):
+    """An output that is one number the driver reports with its type name as `<key>_type`.
+
+    kind "int": an exact count (equal, and an int type); "float": equal within 1e-6 (an int or float type).
+    type_note: what to say when an exact count comes back as a float; bounds: the range it must lie in.
+    """
+    kind: str = "int"
+    type_note: str = ""
+    bounds: tuple | None = None
+
+    def check(self, stage, case, out, ex, diagnoses):
+        got, type_name, want = out.get(self.key), str(out.get(f"{self.key}_type")), self.want(case)
+        where = (f"输入：{ex.show(case)}\n" if ex.show else "") + \
+            f"期望的 `{self.key}`：{want!r}\n你的 `{self.key}`：{got!r}（类型 {type_name}）"
+        if isinstance(got, str) or got is None:
+            return fail(f"【{stage}】`{self.key}` 应当是一个数，得到类型 {type_name}。\n{where}")
+        if not self._same(got, want):
+            own = self.diagnoses if self.diagnoses is not None else diagnoses
+            named = [m for m, bug in own if _near(got, _answer_or_none(bug, case))]
+            msg = "\n或者：".join(dict.fromkeys(named)) or None
+            if msg is None and self.kind == "int" and isinstance(got, float) and math.isclose(got, want, rel_tol=1e-12):
+                msg = "数值只差一点：用浮点数算大整数丢了精度。" + self.type_note
+            if msg is None and self.kind == "int" and want >= 2**63:
+                msg = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
+            return fail(f"【{stage}】{msg or f'`{self.key}` 的数值不对。'}\n{where}")
+        if self.kind == "int" and not _is_int_type(type_name):
+            return fail(f"【{stage}】数值对了，但类型是 {type_name}。{self.type_note}\n{where}")
+        if self.kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
+            return fail(f"【{stage}】`{self.key}` 应返回 float，得到类型 {type_name}。\n{where}")
+        if self.bounds and not self.bounds[0] <= float(got) <= self.bounds[1]:
+            return fail(f"【{stage}】{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间。\n{where}")
+        return None
+
+    def _same(self, got, want):
+        if isinstance(got, bool):
+            return False
+        if self.kind == "int":
+            return (math.isfinite(got) and got == want) if isinstance(got, float) else got == want
+        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-12)
+
+
+def _is_int_type(name):
+    return name == "int" or name.startswith(("int", "uint"))
+
+
+def _is_float_type(name):
+    return name == "float" or name.startswith("float")
+
+
+def _answer_or_none(buggy, case):
+    try:
+        return buggy(case)
+    except Exception:
+        return None
+
+
+def _near(got, want):
+    """Loose equality used to name a bug (a float answer can still match a buggy formula)."""
+    if want is None or isinstance(got, str) or not math.isfinite(float(got)):
+        return False
+    if isinstance(got, int) and isinstance(want, int):
+        return got == want
+    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _numeric(arr):

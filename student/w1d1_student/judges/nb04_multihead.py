@@ -1,11 +1,11 @@
-"""Verdicts of notebook 04 (§4): split_merge_heads, mha.
+"""Verdicts of notebook 04 (§4): split_merge_heads, mha — tables for the engine's staged loop.
 
 The float64 reference is built from the case's own weights (the driver SET them in the student's
-module); for each realistic bug a function reproduces its output so a mismatch names the mistake.
+module); for each realistic bug the grader reproduces its output so a mismatch names the mistake.
 """
 import numpy as np
 
-from ..engine import MASK_MESSAGES, PASS, compare, fail, fmt, known, raised, ran
+from ..engine import MASK_MESSAGES, Exercise, Output, fail, fmt, known
 
 # ---------------------------------------------------------------- split / merge
 
@@ -21,14 +21,7 @@ MSG_CONTIGUOUS = ("transpose 之后张量不再连续，view 会报错（§A.5�
                   "（不连续时它会自动复制）。")
 
 
-def _inputs_untouched(results, what="输入"):
-    for res in results:
-        if res.get("ok") and (res["out"].get("input_changed") or res["out"].get("mask_changed")):
-            return fail(f"你的代码原地修改了{what}。函数不能修改输入（先复制，或写成不修改输入的形式）。")
-    return None
-
-
-def _error_hint(case, res):
+def recognised_error(case, res):
     """A Chinese hint for a few recognisable exceptions; None otherwise."""
     err = res.get("error", "") if isinstance(res, dict) else ""
     stage = case.get("stage", "")
@@ -42,27 +35,26 @@ def _error_hint(case, res):
     return None
 
 
-def judge_split_merge_heads(cases, results):
-    for case, res in zip(cases, results):
-        if isinstance(res, dict) and not res.get("ok"):
-            hint = _error_hint(case, res)
-            if hint:
-                return hint
-        if case["kind"] == "split":
-            shape = lambda c: f"x.shape={c['x'].shape}, n_heads={c['h']}, d_k={c['x'].shape[2] // c['h']}"  # noqa: E731
-            diagnoses = [(MSG_SPLIT_VIEW, known("view_roundtrip")), (MSG_SPLIT_VIEW, known("view")),
-                         (MSG_SPLIT_INTERLEAVE, known("interleave")), (MSG_MERGE_NO_T, known("merge_no_transpose")),
-                         (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
-            v = compare([case], [res], known("ref"), ["s", "roundtrip"], diagnoses=diagnoses, rtol=0, atol=0,
-                        dtypes={"s": case["dtype"], "roundtrip": case["dtype"]}, show=shape)
-        else:
-            shape = lambda c: f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"  # noqa: E731
-            diagnoses = [(MSG_MERGE_NO_T, known("merge_no_transpose")), (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
-            v = compare([case], [res], known("ref"), ["m"], diagnoses=diagnoses,
-                        rtol=0, atol=0, dtypes={"m": case["dtype"]}, show=shape)
-        if not v.passed:
-            return v
-    return _inputs_untouched(results) or PASS
+def _exact(key):
+    return Output(key, dtype=lambda c: c["dtype"], tol=(0, 0))
+
+
+SPLIT_BUGS = [(MSG_SPLIT_VIEW, known("view_roundtrip")), (MSG_SPLIT_VIEW, known("view")),
+              (MSG_SPLIT_INTERLEAVE, known("interleave")), (MSG_MERGE_NO_T, known("merge_no_transpose")),
+              (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
+MERGE_BUGS = [(MSG_MERGE_NO_T, known("merge_no_transpose")), (MSG_MERGE_INTERLEAVE, known("merge_interleave"))]
+
+
+def _split_show(c):
+    if c["kind"] == "split":
+        return f"x.shape={c['x'].shape}, n_heads={c['h']}, d_k={c['x'].shape[2] // c['h']}"
+    return f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"
+
+
+SPLIT_MERGE_HEADS = Exercise(
+    lambda c: (_exact("s"), _exact("roundtrip")) if c["kind"] == "split" else (_exact("m"),),
+    diagnoses=lambda c: SPLIT_BUGS if c["kind"] == "split" else MERGE_BUGS,
+    show=_split_show, error=recognised_error)
 
 
 # ---------------------------------------------------------------- mha verdict
@@ -96,12 +88,27 @@ def _tol(case):
     return (2e-4, 2e-6) if case["dtype"] == "float32" else (1e-7, 1e-10)
 
 
+def _backward_tol(case):
+    return (1e-3, 1e-5) if case["dtype"] == "float32" else (1e-7, 1e-10)
+
+
 def _show(c):
     mask = "无" if c.get("mask") is None else f"{c['mask_kind']} 形状 {tuple(np.shape(c['mask']))}"
     return f"B={c['B']}, T={c['T']}, d_model={c['d']}, n_heads={c['h']}, bias={c['bias']}, {c['dtype']}，掩码：{mask}"
 
 
-def _judge_struct(case, out):
+def hand_written(cases, results):
+    """SDPA or nn.MultiheadAttention anywhere costs the exercise."""
+    for res in results:
+        if isinstance(res, dict) and res.get("ok"):
+            if res["out"].get("used_sdpa"):
+                return fail(MSG_FORBIDDEN_SDPA)
+            if res["out"].get("used_torch_mha"):
+                return fail(MSG_FORBIDDEN_MHA)
+    return None
+
+
+def _structure(case, out):
     stage, d, h, bias = case["stage"], case["d"], case["h"], case["bias"]
     kinds = out.get("linear_kinds") or {}
     absent = [n for n in ("W_q", "W_k", "W_v", "W_o") if kinds.get(n) != "Linear"]
@@ -116,7 +123,6 @@ def _judge_struct(case, out):
     if names != want:
         extra = sorted(set(names) - set(want))
         lacking = sorted(set(want) - set(names))
-        hint = ""
         if any(n.endswith(".bias") for n in extra):
             hint = "bias=False 时四个 nn.Linear 都不应有偏置：把 bias 参数传给 nn.Linear。"
         elif any(n.endswith(".bias") for n in lacking):
@@ -132,10 +138,8 @@ def _judge_struct(case, out):
     return None
 
 
-def _judge_forward(case, res):
-    out = res["out"]
-    stage = case["stage"]
-    B, T, h = case["B"], case["T"], case["h"]
+def _weights_per_head(case, out):
+    stage, B, T, h = case["stage"], case["B"], case["T"], case["h"]
     attn = np.asarray(out.get("attn"))
     if attn.ndim in (3, 4) and attn.shape != (B, h, T, T) and attn.shape[-2:] == (T, T) and (
             attn.ndim == 3 or attn.shape[1] == 1) and attn.shape[0] == B and h > 1:
@@ -146,11 +150,21 @@ def _judge_forward(case, res):
                     f"要返回每个头各自的权重，形状 (B, h, T, T) = {(B, h, T, T)}，不要平均。")
     if out.get("plain_is_tuple"):
         return fail(f"【{stage}】need_weights=False（默认）时只返回 y，不要返回元组。")
+    return None
+
+
+def _gradients_reach_weights(case, out):
+    missing = list(out.get("grad_missing") or [])
+    if missing:
+        return fail(f"【{case['stage']}】梯度没有传到 {', '.join(missing)}：前向里不要用 .detach()、.data、"
+                    "torch.no_grad() 或转成 numpy，整个计算都要留在 autograd 图里。")
+    return None
+
+
+def _forward_extras(case, out):
+    stage = case["stage"]
     rtol, atol = _tol(case)
-    v = compare([case], [res], known("ref"), ["attn", "y"], diagnoses=MHA_DIAGNOSES, rtol=rtol, atol=atol,
-                dtypes={"y": case["dtype"], "attn": case["dtype"]}, show=_show)
-    if not v.passed:
-        return v
+    attn = np.asarray(out["attn"])
     if not np.allclose(out["y_plain"], out["y"], rtol=rtol, atol=atol):
         return fail(f"【{stage}】need_weights=False 与 need_weights=True 得到的 y 不一样。")
     rows = np.abs(attn.sum(-1) - 1).max()
@@ -165,59 +179,43 @@ def _judge_forward(case, res):
     return None
 
 
+def _not_equivariant(case, out, message):
+    if case["kind"] != "perm":
+        return ""
+    y, yp = np.asarray(out.get("y")), np.asarray(out.get("y_perm"))
+    if y.shape == yp.shape and y.ndim >= 2 and not np.allclose(yp, y[:, case["perm"]], rtol=1e-6, atol=1e-8):
+        return ("\n提示：没有掩码时多头注意力应当置换等变：打乱输入顺序，输出只应同样被打乱。"
+                "你的实现里有依赖位置的东西（比如一直加着因果掩码，或按位置切分）。")
+    return ""
+
+
 _GRAD_KEYS = ["g_W_q_weight", "g_W_k_weight", "g_W_v_weight", "g_W_o_weight"]
+DETACHED = ("W_q、W_k 的梯度不对而 W_v、W_o 的对：注意力权重被 detach 了（或在 no_grad 里算的），"
+            "梯度到不了分数。返回给调用者的权重可以 detach，参与计算的不可以。")
 
 
-def _judge_backward(case, res):
-    out = res["out"]
-    missing = list(out.get("grad_missing") or [])
-    if missing:
-        return fail(f"【{case['stage']}】梯度没有传到 {', '.join(missing)}：前向里不要用 .detach()、.data、"
-                    "torch.no_grad() 或转成 numpy，整个计算都要留在 autograd 图里。")
-    keys = ["y"] + _GRAD_KEYS + ([k.replace("weight", "bias") for k in _GRAD_KEYS] if case["bias"] else []) + ["g_x"]
-    rtol, atol = _tol(case)
-    if case["dtype"] == "float32":
-        rtol, atol = 1e-3, 1e-5
-    detach_diag = ("W_q、W_k 的梯度不对而 W_v、W_o 的对：注意力权重被 detach 了（或在 no_grad 里算的），"
-                   "梯度到不了分数。返回给调用者的权重可以 detach，参与计算的不可以。")
-
-    v = compare([case], [res], known("grads"), keys, diagnoses=[(detach_diag, known("grads_detached"))] + [
-        (msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES], rtol=rtol, atol=atol, show=_show)
-    return None if v.passed else v
+def _mha_outputs(case):
+    kind = case["kind"]
+    if kind == "forward":
+        return tuple(Output(k, dtype=lambda c: c["dtype"], tol=_tol) for k in ("attn", "y"))
+    if kind == "backward":
+        keys = ["y"] + _GRAD_KEYS + ([k.replace("weight", "bias") for k in _GRAD_KEYS] if case["bias"] else []) + ["g_x"]
+        return tuple(Output(k, answer="grads", tol=_backward_tol) for k in keys)
+    if kind == "perm":
+        return tuple(Output(k, answer="perm", tol=_tol) for k in ("y", "y_perm"))
+    return ()
 
 
-def _judge_perm(case, res):
-    rtol, atol = _tol(case)
-    diagnoses = [(msg, lambda c, fn=fn: {"y": fn(c)["y"]}) for msg, fn in MHA_DIAGNOSES]
-    v = compare([case], [res], known("perm"), ["y", "y_perm"], diagnoses=diagnoses, rtol=rtol, atol=atol, show=_show)
-    if v.passed:
-        return None
-    y, yp = np.asarray(res["out"]["y"]), np.asarray(res["out"]["y_perm"])
-    if y.shape == yp.shape and not np.allclose(yp, y[:, case["perm"]], rtol=1e-6, atol=1e-8):
-        return fail(f"【{case['stage']}】没有掩码时多头注意力应当置换等变：打乱输入顺序，输出只应同样被打乱。"
-                    f"你的实现里有依赖位置的东西（比如一直加着因果掩码，或按位置切分）。\n{v.message}")
-    return v
-
-
-def judge_mha(cases, results):
-    for res in results:
-        if isinstance(res, dict) and res.get("ok"):
-            if res["out"].get("used_sdpa"):
-                return fail(MSG_FORBIDDEN_SDPA)
-            if res["out"].get("used_torch_mha"):
-                return fail(MSG_FORBIDDEN_MHA)
-    for case, res in zip(cases, results):
-        if not ran(res):
-            return _error_hint(case, res if isinstance(res, dict) else {}) or raised(case["stage"], res)
-        judge = {"struct": lambda c, r: _judge_struct(c, r["out"]), "forward": _judge_forward,
-                 "backward": _judge_backward, "perm": _judge_perm}[case["kind"]]
-        v = judge(case, res)
-        if v is not None:
-            return v
-    return _inputs_untouched(results, "输入 x 或掩码") or PASS
+MHA = Exercise(
+    _mha_outputs,
+    diagnoses=lambda c: ([(DETACHED, known("grads_detached"))] if c["kind"] == "backward" else []) + MHA_DIAGNOSES,
+    show=_show, gate=hand_written, error=recognised_error, hint=_not_equivariant,
+    flags=lambda c, out: {"struct": _structure, "forward": _weights_per_head,
+                          "backward": _gradients_reach_weights}.get(c["kind"], lambda c, o: None)(c, out),
+    extras=lambda c, out: _forward_extras(c, out) if c["kind"] == "forward" else None)
 
 
 JUDGES = {
-    "split_merge_heads": judge_split_merge_heads,
-    "mha": judge_mha,
+    "split_merge_heads": SPLIT_MERGE_HEADS,
+    "mha": MHA,
 }

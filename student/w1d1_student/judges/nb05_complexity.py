@@ -1,66 +1,12 @@
-"""Verdicts of notebook 05 (§5): exact integer counts, checked case by case."""
-import math
-
-from ..engine import PASS, fail, known, raised, ran
+"""Verdicts of notebook 05 (§5): exact integer counts — tables for the engine's staged loop."""
+from ..engine import Exercise, Number, known
 
 INT_HINT = "FLOPs 和字节数是精确的计数，应返回整数 int（全程用整数运算：* 和 //，不要用 / 或浮点数）。"
 
 
-def _is_int_type(name):
-    return name == "int" or name.startswith(("int", "uint"))
-
-
-def _is_float_type(name):
-    return name == "float" or name.startswith("float")
-
-
-def _same(got, want, kind):
-    if isinstance(got, str) or isinstance(got, bool):
-        return False
-    if kind == "int":
-        if isinstance(got, float):
-            return math.isfinite(got) and got == want
-        return got == want
-    return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-12)
-
-
-def _near(got, want):
-    """Loose equality used to name a bug (a float answer can still match a buggy formula)."""
-    if isinstance(got, str) or not math.isfinite(float(got)):
-        return False
-    if isinstance(got, int) and isinstance(want, int):
-        return got == want
-    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
-
-
-def _judge(cases, results, specs, show):
-    """specs: list of (key, kind, reference(case), [(message, buggy(case)), ...])."""
-    for i, (case, res) in enumerate(zip(cases, results)):
-        stage = case.get("stage", f"用例 {i + 1}")
-        if not ran(res):
-            return raised(stage, res)
-        out = res.get("out") or {}
-        for key, kind, reference, diagnoses in specs:
-            got, type_name = out.get(key), str(out.get(f"{key}_type"))
-            want = reference(case)
-            where = f"输入：{show(case)}\n期望的 `{key}`：{want!r}\n你的 `{key}`：{got!r}（类型 {type_name}）"
-            if isinstance(got, str) or got is None:
-                return fail(f"【{stage}】`{key}` 应当是一个数，得到类型 {type_name}。\n{where}")
-            if not _same(got, want, kind):
-                named = [m for m, bug in diagnoses if _near(got, bug(case))]
-                msg = "\n或者：".join(named) if named else None
-                if msg is None and kind == "int" and isinstance(got, float) and math.isclose(got, want, rel_tol=1e-12):
-                    msg = "数值只差一点：用浮点数算大整数丢了精度。" + INT_HINT
-                if msg is None and kind == "int" and want >= 2**63:
-                    msg = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
-                return fail(f"【{stage}】{msg or f'`{key}` 的数值不对。'}\n{where}")
-            if kind == "int" and not _is_int_type(type_name):
-                return fail(f"【{stage}】数值对了，但类型是 {type_name}。{INT_HINT}\n{where}")
-            if kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
-                return fail(f"【{stage}】`{key}` 应返回 float，得到类型 {type_name}。\n{where}")
-            if kind == "float" and not 0.0 <= float(got) <= 1.0:
-                return fail(f"【{stage}】占比应在 [0, 1] 之间。\n{where}")
-    return PASS
+def count(key, diagnoses):
+    """An exact count: equal to the answer of the same name, and returned as an int."""
+    return Number(key, expected=known(key), diagnoses=diagnoses, type_note=INT_HINT)
 
 
 FLOPS_BUGS = [
@@ -77,9 +23,9 @@ SHARE_BUGS = [
 ]
 
 
-def judge_flops(cases, results):
-    specs = [("flops", "int", known("flops"), FLOPS_BUGS), ("share", "float", known("share"), SHARE_BUGS)]
-    return _judge(cases, results, specs, lambda c: f"T={c['T']}, d={c['d']}")
+FLOPS = Exercise((count("flops", FLOPS_BUGS),
+                  Number("share", expected=known("share"), kind="float", diagnoses=SHARE_BUGS, bounds=(0.0, 1.0), name="占比")),
+                 show=lambda c: f"T={c['T']}, d={c['d']}", untouched=None)
 
 
 def _mem_args(c):
@@ -96,9 +42,9 @@ MEMORY_BUGS = [
 ]
 
 
-def judge_attn_memory(cases, results):
-    show = lambda c: "B={}, h={}, T={}, bytes_per_element={}, n_layers={}".format(*_mem_args(c))  # noqa: E731
-    return _judge(cases, results, [("bytes", "int", known("bytes"), MEMORY_BUGS)], show)
+ATTN_MEMORY = Exercise(
+    (count("bytes", MEMORY_BUGS),), untouched=None,
+    show=lambda c: "B={}, h={}, T={}, bytes_per_element={}, n_layers={}".format(*_mem_args(c)))
 
 
 GENERATION_BUGS = [
@@ -113,13 +59,12 @@ GENERATION_BUGS = [
 ]
 
 
-def judge_generation_flops(cases, results):
-    show = lambda c: f"T={c['T']}, d={c['d']}, kv_cache={c['kv_cache']}"  # noqa: E731
-    return _judge(cases, results, [("flops", "int", known("flops"), GENERATION_BUGS)], show)
+GENERATION_FLOPS = Exercise((count("flops", GENERATION_BUGS),), untouched=None,
+                            show=lambda c: f"T={c['T']}, d={c['d']}, kv_cache={c['kv_cache']}")
 
 
 JUDGES = {
-    "flops": judge_flops,
-    "attn_memory": judge_attn_memory,
-    "generation_flops": judge_generation_flops,
+    "flops": FLOPS,
+    "attn_memory": ATTN_MEMORY,
+    "generation_flops": GENERATION_FLOPS,
 }

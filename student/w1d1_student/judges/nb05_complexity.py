@@ -4,7 +4,7 @@ from ..engine import Exercise, Number, known
 INT_HINT = "FLOPs 和字节数是精确的计数，应返回整数 int（全程用整数运算：* 和 //，不要用 / 或浮点数）。"
 
 
-def count(key, diagnoses):
+def exact_count(key, diagnoses):
     """An exact count: equal to the answer of the same name, and returned as an int."""
     return Number(key, expected=known(key), diagnoses=diagnoses, type_note=INT_HINT)
 
@@ -23,7 +23,7 @@ SHARE_BUGS = [
 ]
 
 
-FLOPS = Exercise((count("flops", FLOPS_BUGS),
+FLOPS = Exercise((exact_count("flops", FLOPS_BUGS),
                   Number("share", expected=known("share"), kind="float", diagnoses=SHARE_BUGS, bounds=(0.0, 1.0), name="占比")),
                  show=lambda c: f"T={c['T']}, d={c['d']}", untouched=None)
 
@@ -43,7 +43,7 @@ MEMORY_BUGS = [
 
 
 ATTN_MEMORY = Exercise(
-    (count("bytes", MEMORY_BUGS),), untouched=None,
+    (exact_count("bytes", MEMORY_BUGS),), untouched=None,
     show=lambda c: "B={}, h={}, T={}, bytes_per_element={}, n_layers={}".format(*_mem_args(c)))
 
 
@@ -59,7 +59,7 @@ GENERATION_BUGS = [
 ]
 
 
-GENERATION_FLOPS = Exercise((count("flops", GENERATION_BUGS),), untouched=None,
+GENERATION_FLOPS = Exercise((exact_count("flops", GENERATION_BUGS),), untouched=None,
                             show=lambda c: f"T={c['T']}, d={c['d']}, kv_cache={c['kv_cache']}")
 
 

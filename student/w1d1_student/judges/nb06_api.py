@@ -201,13 +201,13 @@ def _transposed(case, out, outputs, diagnoses, key):
     return None
 
 
-def _plain(case, want, got):
+def _expected_and_yours(case, want, got):
     return f"期望：{fmt(want)}\n你的：{fmt(got)}"
 
 
 def _weight(key, expected, fallback, namer=None):
     return Output(key, expected=expected, tol=WEIGHT_TOL, name=f"{key} ", fallback=fallback, namer=namer,
-                  render=_plain)
+                  render=_expected_and_yours)
 
 
 IN_PROJ = _weight("in_proj_weight", known("in_proj_weight"), "in_proj_weight 与 W_q、W_k、W_v 不一致。", _layout)

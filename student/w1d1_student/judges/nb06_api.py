@@ -166,56 +166,38 @@ def _module_flags(case, out):
 
 
 IN_BIAS = "in_proj_bias 不对{}：它是 [b_q; b_k; b_v] 拼成的长度 3d 的向量。"
-OUT_BIAS = "out_proj.bias 没有设成 W_o.bias。"
 
-
-def _biases_present(case, out):
-    """A module built without biases for a case with biases: its bias parameters are None."""
-    for key, message in (("in_proj_bias", IN_BIAS.format("")), ("out_proj_bias", OUT_BIAS)):
-        if case["bias"] and out.get(key) is None:
-            want = case["_oracle"]["in_proj_bias"] if key == "in_proj_bias" else case["W_o_bias"]
-            return _at(case, f"{message}\n期望：{fmt(want)}\n你的：None")
-    return None
-
-
-def _layout(case, out, outputs, diagnoses, key):
-    """Which stacking order (and per-block transpose) the student's in_proj_weight has, if any."""
-    named = None
-    for order in ("qkv", "kqv", "qvk", "vqk", "kvq", "vkq"):
-        for tr in (False, True):
-            if (order, tr) != ("qkv", False) and np.allclose(out[key], case["_oracle"][f"layout_{order}_{tr}"],
-                                                             *WEIGHT_TOL):
-                named = (f"in_proj_weight 的布局不对（你的是 {order} 顺序{'、每块转置' if tr else ''}）："
-                         "它是 [W_q; W_k; W_v] 竖着拼成的 (3d, d)，顺序 q、k、v，每块就是 nn.Linear 的 weight"
-                         "（形状 (out, in)，不要转置）。")
-    return named
-
-
-def _zero_bias(case, out, outputs, diagnoses, key):
-    return IN_BIAS.format("（全是 0：偏置没有搬过去）") if np.allclose(out[key], 0) else None
-
-
-def _transposed(case, out, outputs, diagnoses, key):
-    if np.allclose(out[key], case["W_o"].T, *WEIGHT_TOL):
-        return "out_proj.weight 是 W_o 的转置：直接拷 W_o.weight，不要转置。"
-    return None
+LAYOUTS = [(f"in_proj_weight 的布局不对（你的是 {order} 顺序{'、每块转置' if tr else ''}）："
+            "它是 [W_q; W_k; W_v] 竖着拼成的 (3d, d)，顺序 q、k、v，每块就是 nn.Linear 的 weight"
+            "（形状 (out, in)，不要转置）。", known(f"layout_{order}_{tr}"))
+           for order in ("qkv", "kqv", "qvk", "vqk", "kvq", "vkq") for tr in (False, True) if (order, tr) != ("qkv", False)]
 
 
 def _expected_and_yours(case, want, got):
     return f"期望：{fmt(want)}\n你的：{fmt(got)}"
 
 
-def _weight(key, expected, fallback, namer=None):
-    return Output(key, expected=expected, tol=WEIGHT_TOL, name=f"{key} ", fallback=fallback, namer=namer,
+def _weight(key, expected, fallback, diagnoses=()):
+    return Output(key, expected=expected, tol=WEIGHT_TOL, name=f"{key} ", fallback=fallback, diagnoses=diagnoses,
                   render=_expected_and_yours)
 
 
-IN_PROJ = _weight("in_proj_weight", known("in_proj_weight"), "in_proj_weight 与 W_q、W_k、W_v 不一致。", _layout)
-IN_PROJ_BIAS = _weight("in_proj_bias", known("in_proj_bias"), IN_BIAS.format(""), _zero_bias)
+IN_PROJ = _weight("in_proj_weight", known("in_proj_weight"), "in_proj_weight 与 W_q、W_k、W_v 不一致。", LAYOUTS)
+IN_PROJ_BIAS = _weight("in_proj_bias", known("in_proj_bias"), IN_BIAS.format(""),
+                       [(IN_BIAS.format("（全是 0：偏置没有搬过去）"), lambda c: np.zeros(3 * c["d_model"]))])
 OUT_PROJ = _weight("out_proj_weight", lambda c: c["W_o"], "out_proj.weight 没有设成 W_o.weight（输出投影也要搬）。",
-                   _transposed)
-OUT_PROJ_BIAS = _weight("out_proj_bias", lambda c: c["W_o_bias"], OUT_BIAS)
+                   [("out_proj.weight 是 W_o 的转置：直接拷 W_o.weight，不要转置。", lambda c: c["W_o"].T)])
+OUT_PROJ_BIAS = _weight("out_proj_bias", lambda c: c["W_o_bias"], "out_proj.bias 没有设成 W_o.bias。")
 TORCH_Y = Output("y", expected=known("y"), tol=(1e-4, 1e-5), name="输出")
+
+
+def _biases_present(case, out):
+    """A module built without biases for a case with biases: its bias parameters are None."""
+    for output in (IN_PROJ_BIAS, OUT_PROJ_BIAS):
+        if case["bias"] and out.get(output.key) is None:
+            return _at(case, f"{output.fallback}\n期望：{fmt(output.want(case))}\n你的：None")
+    return None
+
 
 to_torch_mha = Exercise(
     outputs=lambda c: ((IN_PROJ, IN_PROJ_BIAS, OUT_PROJ, OUT_PROJ_BIAS, TORCH_Y) if c["bias"]

@@ -105,6 +105,10 @@ class Output:
     render(case, want, got) -> the text under a value mismatch (default: inputs, expected, got).
     namer(case, out, outputs, diagnoses, key) -> the bug's message or None (default: name_bug).
     diagnoses: known bugs of this output alone (default: the exercise's).
+    same_as: the input whose shape and dtype the output keeps; the messages then read
+    "期望 float32（与 scores 相同），得到 …".
+    nan_matches: a known bug's NaN is part of its output (e.g. 0/0 of a fully masked row) and names the bug
+    only where the student's output has NaN too (default: a bug's NaN marks where it is undefined, skipped).
     """
     key: str
     answer: str = "ref"
@@ -119,12 +123,17 @@ class Output:
     render: Callable | None = None
     namer: Callable | None = None
     diagnoses: Sequence | None = None
+    same_as: str = ""
+    nan_matches: bool = False
 
     def want(self, case):
         return self.expected(case) if self.expected else case["_oracle"][self.answer][self.key]
 
     def tolerance(self, case):
         return self.tol(case) if callable(self.tol) else self.tol
+
+    def _like(self):
+        return f"（与 {self.same_as} 相同）" if self.same_as else ""
 
     def label(self):
         return self.name if self.name is not None else f"`{self.key}` "
@@ -135,12 +144,12 @@ class Output:
             return fail(f"【{stage}】没有得到输出 `{self.key}`。")
         got, want = np.asarray(out[self.key]), np.asarray(self.want(case))
         if got.shape != want.shape:
-            return fail(f"【{stage}】{self.label()}的形状不对：期望 {tuple(want.shape)}，得到 {tuple(got.shape)}。"
+            return fail(f"【{stage}】{self.label()}的形状不对：期望 {tuple(want.shape)}{self._like()}，得到 {tuple(got.shape)}。"
                         + self.shape_note)
         if self.dtype is not None:
             expected = self.dtype(case) if callable(self.dtype) else self.dtype
             if out.get(f"{self.key}_dtype") != expected:
-                return fail(f"【{stage}】{self.label()}的 dtype 不对：期望 {expected}，得到 {out.get(f'{self.key}_dtype')}。"
+                return fail(f"【{stage}】{self.label()}的 dtype 不对：期望 {expected}{self._like()}，得到 {out.get(f'{self.key}_dtype')}。"
                             + self.dtype_note)
         rtol, atol = self.tolerance(case)
         g, w = np.asarray(self.view(case, got)), np.asarray(self.view(case, want))
@@ -296,13 +305,16 @@ def _numeric(arr):
     return arr.dtype.kind in "fiuc"
 
 
-def matches(got, bug, rtol=1e-5, atol=1e-7):
-    """Whether an output is a known bug's, wherever the bug's output is defined (finite)."""
+def matches(got, bug, rtol=1e-5, atol=1e-7, nan_matches=False):
+    """Whether an output is a known bug's, wherever the bug's output is defined (finite);
+    nan_matches: everywhere, a NaN matching only a NaN."""
     got, bug = np.asarray(got), np.asarray(bug)
     if got.shape != bug.shape:
         return False
     if not (_numeric(got) and _numeric(bug)):
         return close(got, bug)
+    if nan_matches:
+        return close(got, bug, max(rtol, 1e-5), max(atol, 1e-7), equal_nan=True)
     fin = np.isfinite(bug)
     if not fin.any() or not np.all(np.isfinite(got[fin])):
         return False
@@ -323,7 +335,7 @@ def _explains(case, out, outputs, buggy, key):
     try:
         return key in bug and all(
             o.key in out and matches(o.view(case, np.asarray(out[o.key])), o.view(case, np.asarray(bug[o.key])),
-                                     *o.tolerance(case)) for o in keyed)
+                                     *o.tolerance(case), nan_matches=o.nan_matches) for o in keyed)
     except (IndexError, TypeError, ValueError):
         return False
 

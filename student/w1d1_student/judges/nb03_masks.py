@@ -1,11 +1,12 @@
 """Verdicts of notebook 03 (§3): masks, masked softmax, and the left-padding NaN trap.
 
-Every verdict is staged (the first case that fails is reported) and shows the smallest slice
-that differs: a mask as a grid of · (kept) and ✗ (blocked), a tensor as its first differing sample.
+Tables for the engine's staged loop (errors first, then the bugs consistent with every case). A
+mismatch shows the smallest slice that differs: a mask as a grid of · (kept) and ✗ (blocked), a
+tensor as its first differing sample.
 """
 import numpy as np
 
-from ..engine import PASS, close, fail, fmt, known, raised, ran
+from ..engine import Exercise, Output, close, fail, fmt, known, raised
 
 INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
 OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
@@ -18,43 +19,7 @@ DIAG0 = ("对角线也被屏蔽了：triu 要写 diagonal=1（严格上三角）
 GRAD_MISSING = "梯度没有传回输入：是不是用了 .detach()、.numpy()、torch.no_grad() 或新建了张量？结果要能反向传播。"
 
 
-# ----------------------------------------------------------------- shared helpers
-
-
-def _view_identity(case, arr):
-    return arr
-
-
-def consistent(diagnoses, cases, results, key, view=_view_identity):
-    """Keep the bugs whose output matches the student's on every case that ran.
-
-    Several bugs coincide on tiny cases (T=1); the whole set of cases picks the right one.
-    Falls back to the full list when no single bug explains everything.
-    """
-    kept = []
-    for message, buggy in diagnoses:
-        ok = True
-        for case, res in zip(cases, results):
-            try:
-                ok = close(view(case, res["out"][key]), view(case, buggy(case)[key]), equal_nan=True)
-            except (KeyError, IndexError, TypeError, ValueError):
-                ok = False
-            if not ok:
-                break
-        if ok:
-            kept.append((message, buggy))
-    return kept or list(diagnoses)
-
-
-def diagnose(case, got, diagnoses, key, view=_view_identity):
-    """The first bug whose output matches the student's on this case."""
-    for message, buggy in diagnoses:
-        try:
-            if close(view(case, got), view(case, buggy(case)[key]), equal_nan=True):
-                return message
-        except (KeyError, IndexError, TypeError, ValueError):
-            pass
-    return None
+# ----------------------------------------------------------------- display and shared checks
 
 
 def first_bad(got, want, lead, rtol=0.0, atol=0.0):
@@ -84,112 +49,90 @@ def side_by_side(want, got, axes="行 = query，列 = key"):
     return "\n".join(lines) + f"\n  （✗ = True = 屏蔽，· = 保留；{axes}）"
 
 
-def _error_verdict(case, res):
-    verdict = raised(case["stage"], res)
-    overflow = isinstance(res, dict) and "overflow" in str(res.get("error", ""))
-    return fail(f"{verdict.message}\n提示：{OVERFLOW_HINT}") if overflow else verdict
+def _want_got(name, want, got, where="", note=""):
+    return (f"期望的 {name}{where}{note}：\n{fmt(want, max_items=80)}\n"
+            f"你的 {name}：\n{fmt(got, max_items=80)}")
 
 
-def _first_error(cases, results):
-    for case, res in zip(cases, results):
-        if not (ran(res) and isinstance(res.get("out"), dict)):
-            return _error_verdict(case, res)
+def _overflow(case, res):
+    """The student's error, with a hint when the fill value overflowed the scores' dtype."""
+    if isinstance(res, dict) and "overflow" in str(res.get("error", "")):
+        return fail(f"{raised(case['stage'], res).message}\n提示：{OVERFLOW_HINT}")
     return None
 
 
-def _inputs_untouched(cases, results):
+def _inputs_kept(cases, results):
     for case, res in zip(cases, results):
         if res["out"].get("input_changed"):
             return fail(f"【{case['stage']}】{INPUT_CHANGED}")
     return None
 
 
-def _want_got(name, want, got, where="", note=""):
-    return (f"期望的 {name}{where}{note}：\n{fmt(want, max_items=80)}\n"
-            f"你的 {name}：\n{fmt(got, max_items=80)}")
-
-
 # ----------------------------------------------------------------- the three mask builders
 
 
-def _mask_verdict(cases, results, reference, diagnoses, show, names=(), shape_hint="", axes="行 = query，列 = key"):
-    err = _first_error(cases, results)
-    if err:
-        return err
-    diagnoses = consistent(diagnoses, cases, results, "m")
-    for c, res in zip(cases, results):
-        out = res["out"]
-        got, want = np.asarray(out["m"]), reference(c)["m"]
-        if got.shape != want.shape:
-            return fail(f"【{c['stage']}】掩码的形状不对：期望 {want.shape}，得到 {got.shape}。{shape_hint}")
-        if out.get("m_dtype") != "bool":
-            return fail(f"【{c['stage']}】掩码的 dtype 不对：期望 bool，得到 {out.get('m_dtype')}。{DTYPE_HINT}")
-        if not np.array_equal(got, want):
-            msg = diagnose(c, got, diagnoses, "m") or "掩码与参考答案不一致。"
-            lead = max(want.ndim - 2, 0)
-            idx = first_bad(got, want, lead)
-            return fail(f"【{c['stage']}】{msg}\n输入：{show(c)}{_where(idx, names)}\n{side_by_side(want[idx], got[idx], axes)}")
-    for c, res in zip(cases, results):
+def _tensors_then_inputs(cases, results):
+    for case, res in zip(cases, results):
         if not res["out"].get("m_is_tensor"):
-            return fail(f"【{c['stage']}】{NOT_TENSOR}")
-    return _inputs_untouched(cases, results) or PASS
+            return fail(f"【{case['stage']}】{NOT_TENSOR}")
+    return _inputs_kept(cases, results)
 
 
-def judge_causal_mask(cases, results):
-    diagnoses = [
-        (DIAG0, known("diagonal0")),
-        (INVERTED + " 因果掩码的 True 应在严格上三角（未来的 key）。", known("inverted")),
-        ("方向反了：应屏蔽 key 下标 > query 下标（未来，严格上三角），你屏蔽的是过去（下三角）。", known("lower")),
-        ("少屏蔽了一条对角线：diagonal=2 只屏蔽了「后天」，紧挨着的下一个 token 仍然可见（答案泄露）。",
-         known("diagonal2")),
-    ]
-    return _mask_verdict(cases, results, known("ref"), diagnoses, show=lambda c: f"T={c['T']}")
+def _mask_grid(show, names=(), axes="行 = query，列 = key"):
+    """The render of a wrong mask: the inputs, then expected and got side by side (first differing slice)."""
+    def render(case, want, got):
+        idx = first_bad(got, want, max(want.ndim - 2, 0))
+        return f"输入：{show(case)}{_where(idx, names)}\n{side_by_side(want[idx], got[idx], axes)}"
+    return render
 
 
-def judge_padding_mask(cases, results):
-    diagnoses = [
-        ("左右弄反了：side='right'（默认）时 pad 在后面，side='left' 时 pad 在前面（批量生成用左补齐）。",
-         known("other_side")),
-        ("没有处理 side='left'：左补齐时 pad 在前面，位置 t 是 pad 当且仅当 t < T − length。", known("always_right")),
-        ("默认值不对：不写 side 时应是右补齐 side='right'。", known("default_left")),
-        ("约定反了：True 应标出 pad 位置（= 屏蔽），你把真实 token 标成了 True。", known("inverted")),
-        ("差一错误：右补齐时从下标 length 开始（含）是 pad，即 pos >= length；左补齐时 pos < T − length。",
-         known("off_by_one")),
-    ]
+def mask_exercise(diagnoses, show, names=(), shape_note="", axes="行 = query，列 = key"):
+    mask = Output("m", dtype="bool", tol=(0.0, 0.0), name="掩码", shape_note=shape_note, dtype_note=DTYPE_HINT,
+                  fallback="掩码与参考答案不一致。", render=_mask_grid(show, names, axes))
+    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensors_then_inputs, untouched=None,
+                    narrow=True, errors_first=True)
 
-    def show(c):
-        return (f"lengths={[int(n) for n in c['lengths']]}（{'1 维 tensor' if c['as'] == 'tensor' else 'list'}）, "
-                f"T={c['T']}, side={c['side']!r}")
 
-    return _mask_verdict(cases, results, known("ref"), diagnoses,
-                         show=show, shape_hint="应是 (B, T)：每个样本一行。", axes="行 = 样本，列 = 位置")
+causal_mask = mask_exercise([
+    (DIAG0, known("diagonal0")),
+    (INVERTED + " 因果掩码的 True 应在严格上三角（未来的 key）。", known("inverted")),
+    ("方向反了：应屏蔽 key 下标 > query 下标（未来，严格上三角），你屏蔽的是过去（下三角）。", known("lower")),
+    ("少屏蔽了一条对角线：diagonal=2 只屏蔽了「后天」，紧挨着的下一个 token 仍然可见（答案泄露）。", known("diagonal2")),
+], show=lambda c: f"T={c['T']}")
 
+
+def _padding_show(c):
+    return (f"lengths={[int(n) for n in c['lengths']]}（{'1 维 tensor' if c['as'] == 'tensor' else 'list'}）, "
+            f"T={c['T']}, side={c['side']!r}")
+
+
+padding_mask = mask_exercise([
+    ("左右弄反了：side='right'（默认）时 pad 在后面，side='left' 时 pad 在前面（批量生成用左补齐）。",
+     known("other_side")),
+    ("没有处理 side='left'：左补齐时 pad 在前面，位置 t 是 pad 当且仅当 t < T − length。", known("always_right")),
+    ("默认值不对：不写 side 时应是右补齐 side='right'。", known("default_left")),
+    ("约定反了：True 应标出 pad 位置（= 屏蔽），你把真实 token 标成了 True。", known("inverted")),
+    ("差一错误：右补齐时从下标 length 开始（含）是 pad，即 pos >= length；左补齐时 pos < T − length。",
+     known("off_by_one")),
+], show=_padding_show, shape_note="应是 (B, T)：每个样本一行。", axes="行 = 样本，列 = 位置")
 
 QUERY_AXIS = ("padding 屏蔽在了 query 那一维（行）：应屏蔽 key 那一维（列）——pad 不能被任何 query 看到；"
               "pad 自己作为 query 的输出留给损失的 ignore_index 去丢掉（§3.2）。")
 
-
-def judge_attention_mask(cases, results):
-    diagnoses = [
-        ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。", known("and")),
-        (QUERY_AXIS, known("query_axis")),
-        ("query 那一维也屏蔽了：只需要屏蔽 key 那一维（列）。把 pad 行也整行屏蔽，正是 §3.4 的整行被掩 → NaN。",
-         known("both_axes")),
-        (INVERTED, known("inverted")),
-        (DIAG0, known("diagonal0")),
-        ("causal 参数用反了：causal=True（默认）时并上因果掩码，causal=False 时只按 key 屏蔽 pad。",
-         known("causal_flipped")),
-        ("不写 causal 时没有加因果掩码：默认值应为 True。", known("default_not_causal")),
-        ("causal=True 时没有加因果掩码。", known("never_causal")),
-        ("causal=False 时仍然加了因果掩码。", known("always_causal")),
-    ]
-
-    def show(c):
-        return f"causal={c['causal']}, key_padding（行 = 样本，✗ = pad）：\n" + "\n".join(grid(c["kp"]))
-
-    return _mask_verdict(cases, results, known("ref"), diagnoses, show=show, names=("样本 b", "头"),
-                         shape_hint="应是 (B, 1, T, T)：中间的 1 是留给头那一维的广播维。")
-
+attention_mask = mask_exercise([
+    ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。", known("and")),
+    (QUERY_AXIS, known("query_axis")),
+    ("query 那一维也屏蔽了：只需要屏蔽 key 那一维（列）。把 pad 行也整行屏蔽，正是 §3.4 的整行被掩 → NaN。",
+     known("both_axes")),
+    (INVERTED, known("inverted")),
+    (DIAG0, known("diagonal0")),
+    ("causal 参数用反了：causal=True（默认）时并上因果掩码，causal=False 时只按 key 屏蔽 pad。",
+     known("causal_flipped")),
+    ("不写 causal 时没有加因果掩码：默认值应为 True。", known("default_not_causal")),
+    ("causal=True 时没有加因果掩码。", known("never_causal")),
+    ("causal=False 时仍然加了因果掩码。", known("always_causal")),
+], show=lambda c: f"causal={c['causal']}, key_padding（行 = 样本，✗ = pad）：\n" + "\n".join(grid(c["kp"])),
+   names=("样本 b", "头"), shape_note="应是 (B, 1, T, T)：中间的 1 是留给头那一维的广播维。")
 
 # ----------------------------------------------------------------- masked_softmax
 
@@ -228,12 +171,6 @@ def _ms_show(c):
 AFTER = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
          "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
 AXIS = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
-MS_DIAGNOSES = [
-    (AFTER, known("after")),
-    ("没有用到 mask：结果就是普通的 softmax。", known("unmasked")),
-    (INVERTED, known("inverted_zero")), (INVERTED, known("inverted_uniform")), (INVERTED, known("inverted_nan")),
-    (AXIS, known("axis_zero")), (AXIS, known("axis_nan")),
-]
 
 
 def _shown(c, got, want):
@@ -242,23 +179,22 @@ def _shown(c, got, want):
     return np.where(m.all(-1, keepdims=True), got, want)
 
 
-def _masked_softmax_case(c, res, diagnoses):
-    out = res["out"]
-    s, m = ms_inputs(c)
-    rtol, atol = _tol(c)
+def _ms_render(name, scale=1):
+    """Expected vs got of `name` on its first differing (b, h) slice; fully blocked rows as the student's."""
+    def render(c, want, got):
+        rtol, atol = _tol(c)
+        shown = _shown(c, got, want)
+        idx = first_bad(got, shown, got.ndim - 2, rtol * scale, atol * scale)
+        return f"输入：{_ms_show(c)}\n{_want_got(name, shown[idx], got[idx], _where(idx, ('b', 'h')))}"
+    return render
+
+
+def _ms_rows(c, out):
+    """Blocked entries exactly 0, fully blocked rows finite and all 0 or uniform, then the gradient."""
     stage = f"【{c['stage']}】"
     got = np.asarray(out["p"])
-    if got.shape != s.shape:
-        return fail(f"{stage}输出的形状不对：期望 {s.shape}（与 scores 相同），得到 {got.shape}。")
-    if out.get("p_dtype") != c["dtype"]:
-        return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 scores 相同），得到 {out.get('p_dtype')}。")
-    want = c["_oracle"]["ref"]
+    _, m = ms_inputs(c)
     rows = ~m.all(-1)
-    if not close(got[rows], want["p"][rows], rtol, atol):
-        msg = diagnose(c, got, diagnoses, "p", view=_kept_rows) or "有可看 key 的行与参考答案不一致。"
-        shown = _shown(c, got, want["p"])
-        idx = first_bad(got, shown, got.ndim - 2, rtol, atol)
-        return fail(f"{stage}{msg}\n输入：{_ms_show(c)}\n{_want_got('p', shown[idx], got[idx], _where(idx, ('b', 'h')))}")
     leaked = got[m & rows[..., None]]
     if leaked.size and np.any(leaked != 0):
         return fail(f"{stage}被屏蔽的位置不是恰好 0（最大 {np.max(np.abs(leaked)):.3g}）：填充值不够负，"
@@ -276,30 +212,24 @@ def _masked_softmax_case(c, res, diagnoses):
     grad = np.asarray(out["grad"])
     if not np.all(np.isfinite(grad)):
         return fail(f"{stage}{GRAD_NAN}\n输入：{_ms_show(c)}\n你的 scores.grad：\n{fmt(grad, max_items=80)}")
-    if not close(grad[rows], want["grad"][rows], rtol * 10, atol * 10):
-        shown = _shown(c, grad, want["grad"])
-        idx = first_bad(grad, shown, grad.ndim - 2, rtol * 10, atol * 10)
-        return fail(f"{stage}前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
-                    f"或把一部分结果 detach 了？\n输入：{_ms_show(c)}\n"
-                    + _want_got("scores.grad", shown[idx], grad[idx], _where(idx, ("b", "h"))))
-    return None
+    return _MS_GRAD.check(c["stage"], c, out, masked_softmax, ())
 
 
-def _case_by_case(cases, results, diagnoses, key, view, judge_case):
-    """Errors first; then each case in turn with the bugs consistent with every case; then inputs."""
-    err = _first_error(cases, results)
-    if err:
-        return err
-    diagnoses = consistent(diagnoses, cases, results, key, view=view)
-    for c, res in zip(cases, results):
-        v = judge_case(c, res, diagnoses)
-        if v:
-            return v
-    return _inputs_untouched(cases, results) or PASS
+_MS_GRAD = Output("grad", tol=lambda c: tuple(10 * t for t in _tol(c)), view=_kept_rows,
+                  fallback="前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
+                           "或把一部分结果 detach 了？",
+                  render=_ms_render("scores.grad", scale=10))
 
-
-def judge_masked_softmax(cases, results):
-    return _case_by_case(cases, results, MS_DIAGNOSES, "p", _kept_rows, _masked_softmax_case)
+masked_softmax = Exercise(
+    (Output("p", tol=_tol, view=_kept_rows, name="输出", same_as="scores", dtype=lambda c: c["dtype"], nan_matches=True,
+            fallback="有可看 key 的行与参考答案不一致。", render=_ms_render("p")),),
+    diagnoses=[
+        (AFTER, known("after")),
+        ("没有用到 mask：结果就是普通的 softmax。", known("unmasked")),
+        (INVERTED, known("inverted_zero")), (INVERTED, known("inverted_uniform")), (INVERTED, known("inverted_nan")),
+        (AXIS, known("axis_zero")), (AXIS, known("axis_nan")),
+    ],
+    error=_overflow, extras=_ms_rows, after=_inputs_kept, untouched=None, narrow=True, errors_first=True)
 
 
 # ----------------------------------------------------------------- leftpad_safe
@@ -321,17 +251,6 @@ LP_COL0 = ("为了避免整行被掩放开了第 0 列：左补齐时位置 0 �
            "（pad query 看自己），或用有限的 finfo.min 填充。")
 
 
-LP_DIAGNOSES = [
-    (LP_SEES_PAD, known("sees_pad")),
-    ("用了逻辑与（&）：因果和 padding 要用逻辑或（|）合并。", known("and")),
-    ("忘了因果掩码：真实 query 看到了未来的 token。", known("not_causal")),
-    ("在 softmax 之后才屏蔽：每行不再归一化，被屏蔽的分数仍留在分母里（§3.1）。先屏蔽分数再 softmax。", known("after")),
-    (LP_COL0, known("column0")),
-    ("缺少缩放：分数要除以 √d。", known("no_scale")),
-    (INVERTED, known("inverted")),
-]
-
-
 def _real_rows(c, y):
     return np.asarray(y)[~c["kp"]]
 
@@ -342,23 +261,18 @@ def _lp_show(c, b=None):
     return f"d={c['q'].shape[-1]}, dtype={c['dtype']}, key_padding{who}（✗ = pad）：" + " ".join(grid(kp))
 
 
-def _leftpad_case(c, res, diagnoses):
-    out = res["out"]
-    rtol, atol = _tol(c)
+def _lp_render(c, want, y):
+    """Expected vs got on the first differing sample; pad query rows shown as the student's own."""
+    shown = np.where(c["kp"][..., None], y, want)
+    (b,) = first_bad(y, shown, 1, *_tol(c))
+    return (f"输入：{_lp_show(c, b)}\n"
+            + _want_got("y", shown[b], y[b], f"（样本 b={b}）", "（pad 行不检查，按你的值显示）"))
+
+
+def _lp_gradients(c, out):
+    """Finite output, gradients present and finite; exactly the reference's when pad rows get no upstream."""
     stage = f"【{c['stage']}】"
     y = np.asarray(out["y"])
-    if y.shape != c["v"].shape:
-        return fail(f"{stage}输出的形状不对：期望 {c['v'].shape}，得到 {y.shape}。")
-    if out.get("y_dtype") != c["dtype"]:
-        return fail(f"{stage}输出的 dtype 不对：期望 {c['dtype']}（与 q 相同），得到 {out.get('y_dtype')}。")
-    want = c["_oracle"]["ref"]
-    pad_rows = c["kp"][..., None]
-    if not close(_real_rows(c, y), _real_rows(c, want["y"]), rtol, atol):
-        msg = diagnose(c, y, diagnoses, "y", view=_real_rows) or "真实位置上的输出与参考答案不一致。"
-        shown = np.where(pad_rows, y, want["y"])
-        (b,) = first_bad(y, shown, 1, rtol, atol)
-        return fail(f"{stage}{msg}\n输入：{_lp_show(c, b)}\n"
-                    + _want_got("y", shown[b], y[b], f"（样本 b={b}）", "（pad 行不检查，按你的值显示）"))
     if not np.all(np.isfinite(y)):
         (b,) = first_bad(y, np.nan_to_num(y), 1)
         return fail(f"{stage}{LP_NAN}\n输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}")
@@ -370,24 +284,44 @@ def _leftpad_case(c, res, diagnoses):
             (b,) = first_bad(g, np.nan_to_num(g), 1)
             return fail(f"{stage}{LP_GRAD_NAN}\n输入：{_lp_show(c, b)}\n你的 {name}[{b}]：\n{fmt(g[b], max_items=80)}")
     if c["pad_upstream"] == "zero":
-        for name in ("dv", "dk", "dq"):
-            g = np.asarray(out[name])
-            if not close(g, want[name], rtol * 10, atol * 10):
-                (b,) = first_bad(g, want[name], 1, rtol * 10, atol * 10)
-                return fail(f"{stage}输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
-                            f"pad key 不该收到任何梯度。\n输入：{_lp_show(c, b)}\n"
-                            + _want_got(name, want[name][b], g[b], f"（样本 b={b}）"))
+        for grad in _LP_GRADS:
+            verdict = grad.check(c["stage"], c, out, leftpad_safe, ())
+            if verdict:
+                return verdict
     return None
 
 
-def judge_leftpad_safe(cases, results):
-    return _case_by_case(cases, results, LP_DIAGNOSES, "y", _real_rows, _leftpad_case)
+def _lp_grad(name):
+    def render(c, want, got):
+        (b,) = first_bad(got, want, 1, *grad.tolerance(c))
+        return f"输入：{_lp_show(c, b)}\n" + _want_got(name, want[b], got[b], f"（样本 b={b}）")
+    grad = Output(name, tol=lambda c: tuple(10 * t for t in _tol(c)), render=render,
+                  fallback=f"输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
+                           "pad key 不该收到任何梯度。")
+    return grad
+
+
+_LP_GRADS = tuple(_lp_grad(name) for name in ("dv", "dk", "dq"))
+
+leftpad_safe = Exercise(
+    (Output("y", tol=_tol, view=_real_rows, name="输出", dtype=lambda c: c["dtype"], same_as="q", nan_matches=True,
+            fallback="真实位置上的输出与参考答案不一致。", render=_lp_render),),
+    diagnoses=[
+        (LP_SEES_PAD, known("sees_pad")),
+        ("用了逻辑与（&）：因果和 padding 要用逻辑或（|）合并。", known("and")),
+        ("忘了因果掩码：真实 query 看到了未来的 token。", known("not_causal")),
+        ("在 softmax 之后才屏蔽：每行不再归一化，被屏蔽的分数仍留在分母里（§3.1）。先屏蔽分数再 softmax。", known("after")),
+        (LP_COL0, known("column0")),
+        ("缺少缩放：分数要除以 √d。", known("no_scale")),
+        (INVERTED, known("inverted")),
+    ],
+    error=_overflow, extras=_lp_gradients, after=_inputs_kept, untouched=None, narrow=True, errors_first=True)
 
 
 JUDGES = {
-    "causal_mask": judge_causal_mask,
-    "padding_mask": judge_padding_mask,
-    "attention_mask": judge_attention_mask,
-    "masked_softmax": judge_masked_softmax,
-    "leftpad_safe": judge_leftpad_safe,
+    "causal_mask": causal_mask,
+    "padding_mask": padding_mask,
+    "attention_mask": attention_mask,
+    "masked_softmax": masked_softmax,
+    "leftpad_safe": leftpad_safe,
 }

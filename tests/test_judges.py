@@ -86,3 +86,40 @@ def test_exact_counts_are_ints_and_name_their_bug():
     assert "类型是 float" in verdict(float(2**70), "float").message
     assert "超过了 int64" in verdict(-(2**63), "int64").message
     assert "应当是一个数" in verdict("many", "str").message
+
+
+def _masked_row(p, ex, bug=((0.25, 0.75), (np.nan, np.nan))):
+    """One case whose reference has a fully masked row of 0; a known bug gives NaN there (by default)."""
+    case = {"stage": "t", "_oracle": {"ref": {"p": np.array([[0.25, 0.75], [0.0, 0.0]])},
+                                      "nan_bug": {"p": np.array(bug)}}}
+    return ex([case], [{"ok": True, "out": {"p": np.asarray(p), "p_dtype": "float64"}}])
+
+
+def test_a_bug_whose_nan_is_its_output_is_named_by_a_nan():
+    """nan_matches: a NaN of the bug's must meet a NaN of the student's, even where the bug is NaN everywhere."""
+    def ex(nan_matches):
+        return Exercise((Output("p", nan_matches=nan_matches, fallback="OTHER"),),
+                        diagnoses=[("NAN-BUG", known("nan_bug"))], untouched=None)
+
+    all_nan = np.full((2, 2), np.nan)
+    assert "NAN-BUG" in _masked_row(all_nan, ex(True), bug=all_nan).message
+    assert "OTHER" in _masked_row(all_nan, ex(False), bug=all_nan).message  # default: no defined part to match
+    assert "NAN-BUG" in _masked_row([[0.25, 0.75], [np.nan, np.nan]], ex(True)).message
+    assert "OTHER" in _masked_row([[0.25, 0.75], [0.5, 0.5]], ex(True)).message
+    assert "NAN-BUG" in _masked_row([[0.25, 0.75], [0.5, 0.5]], ex(False)).message  # default: NaN skipped
+
+
+def test_an_output_says_which_input_its_shape_and_dtype_follow():
+    ex = Exercise((Output("p", dtype="float32", name="输出", same_as="scores"),), untouched=None)
+    assert "期望 float32（与 scores 相同），得到 float64。" in _masked_row(np.zeros((2, 2)), ex).message
+    short = ex([{"stage": "t", "_oracle": {"ref": {"p": np.zeros((2, 2))}}}],
+               [{"ok": True, "out": {"p": np.zeros(2), "p_dtype": "float32"}}])
+    assert "输出的形状不对：期望 (2, 2)（与 scores 相同），得到 (2,)。" in short.message
+
+
+def test_an_untouched_message_names_the_first_case_that_changed_its_input():
+    ex = Exercise((Output("y"),), untouched="CHANGED")
+    cases = [{"stage": "a", "_oracle": {"ref": {"y": 1.0}}}, {"stage": "b", "_oracle": {"ref": {"y": 2.0}}}]
+    kept, changed = {"ok": True, "out": {"y": 1.0}}, {"ok": True, "out": {"y": 2.0, "input_changed": True}}
+    assert ex(cases, [kept, {"ok": True, "out": {"y": 2.0}}]).passed
+    assert ex(cases, [kept, changed]).message == "【b】CHANGED"

@@ -40,9 +40,13 @@ def known(name):
 def inputs_untouched(results, what="你的函数"):
     """Fail when the driver saw the student's function change an input array."""
     for res in results:
-        if ran(res) and (res["out"].get("input_changed") or res["out"].get("mask_changed")):
+        if _input_changed(res):
             return fail(f"{what}修改了输入数组。函数不能原地修改输入（先复制，或写成不修改输入的形式）。")
     return None
+
+
+def _input_changed(res):
+    return ran(res) and bool(res["out"].get("input_changed") or res["out"].get("mask_changed"))
 
 
 def fmt(x, max_items=24):
@@ -180,6 +184,8 @@ class Exercise:
 
     outputs and diagnoses may be functions of the case (exercises with several kinds of case);
     narrow: keep only the known bugs that explain every case (several bugs coincide on tiny cases).
+    untouched: inputs_untouched(results) or another such function; or a message, reported with the stage
+    of the first case whose input changed.
     """
     outputs: tuple | Callable
     diagnoses: Sequence | Callable = ()
@@ -191,7 +197,7 @@ class Exercise:
     extras: Callable | None = None
     hint: Callable | None = None
     after: Callable | None = None
-    untouched: Callable | None = inputs_untouched
+    untouched: Callable | str | None = inputs_untouched
     narrow: bool = False
     errors_first: bool = False
 
@@ -232,7 +238,13 @@ class Exercise:
             if verdict:
                 return verdict
         verdict = self.after(cases, results) if self.after else None
-        return verdict or (self.untouched(results) if self.untouched else None) or PASS
+        return verdict or self.untouched_verdict(stages, results) or PASS
+
+    def untouched_verdict(self, stages, results):
+        if isinstance(self.untouched, str):
+            changed = [stage for stage, res in zip(stages, results) if _input_changed(res)]
+            return fail(f"【{changed[0]}】{self.untouched}") if changed else None
+        return self.untouched(results) if self.untouched else None
 
 
 @dataclass(frozen=True)

@@ -61,21 +61,15 @@ def _overflow(case, res):
     return None
 
 
-def _inputs_kept(cases, results):
-    for case, res in zip(cases, results):
-        if res["out"].get("input_changed"):
-            return fail(f"【{case['stage']}】{INPUT_CHANGED}")
-    return None
-
-
 # ----------------------------------------------------------------- the three mask builders
 
 
-def _tensors_then_inputs(cases, results):
+def _tensors(cases, results):
+    """A torch tensor from every case (checked after the values: a numpy mask with right values says so)."""
     for case, res in zip(cases, results):
         if not res["out"].get("m_is_tensor"):
             return fail(f"【{case['stage']}】{NOT_TENSOR}")
-    return _inputs_kept(cases, results)
+    return None
 
 
 def _mask_grid(show, names=(), axes="行 = query，列 = key"):
@@ -89,7 +83,7 @@ def _mask_grid(show, names=(), axes="行 = query，列 = key"):
 def mask_exercise(diagnoses, show, names=(), shape_note="", axes="行 = query，列 = key"):
     mask = Output("m", dtype="bool", tol=(0.0, 0.0), name="掩码", shape_note=shape_note, dtype_note=DTYPE_HINT,
                   fallback="掩码与参考答案不一致。", render=_mask_grid(show, names, axes))
-    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensors_then_inputs, untouched=None,
+    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensors, untouched=INPUT_CHANGED,
                     narrow=True, errors_first=True)
 
 
@@ -144,6 +138,10 @@ GRAD_NAN = ("前向结果有限，但梯度里有 NaN：NaN 只是在前向被�
 
 def _tol(c):
     return (1e-4, 1e-6) if c["dtype"] == "float32" else (1e-7, 1e-10)
+
+
+def _grad_tol(c):
+    return tuple(10 * t for t in _tol(c))
 
 
 def _rounded(c, key):
@@ -215,7 +213,7 @@ def _ms_rows(c, out):
     return _MS_GRAD.check(c["stage"], c, out, masked_softmax, ())
 
 
-_MS_GRAD = Output("grad", tol=lambda c: tuple(10 * t for t in _tol(c)), view=_kept_rows,
+_MS_GRAD = Output("grad", tol=_grad_tol, view=_kept_rows,
                   fallback="前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
                            "或把一部分结果 detach 了？",
                   render=_ms_render("scores.grad", scale=10))
@@ -229,7 +227,7 @@ masked_softmax = Exercise(
         (INVERTED, known("inverted_zero")), (INVERTED, known("inverted_uniform")), (INVERTED, known("inverted_nan")),
         (AXIS, known("axis_zero")), (AXIS, known("axis_nan")),
     ],
-    error=_overflow, extras=_ms_rows, after=_inputs_kept, untouched=None, narrow=True, errors_first=True)
+    error=_overflow, extras=_ms_rows, untouched=INPUT_CHANGED, narrow=True, errors_first=True)
 
 
 # ----------------------------------------------------------------- leftpad_safe
@@ -292,13 +290,13 @@ def _lp_gradients(c, out):
 
 
 def _lp_grad(name):
+    """A gradient compared on every row (pad rows included) when pad rows get no upstream gradient."""
     def render(c, want, got):
-        (b,) = first_bad(got, want, 1, *grad.tolerance(c))
+        (b,) = first_bad(got, want, 1, *_grad_tol(c))
         return f"输入：{_lp_show(c, b)}\n" + _want_got(name, want[b], got[b], f"（样本 b={b}）")
-    grad = Output(name, tol=lambda c: tuple(10 * t for t in _tol(c)), render=render,
+    return Output(name, tol=_grad_tol, render=render,
                   fallback=f"输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
                            "pad key 不该收到任何梯度。")
-    return grad
 
 
 _LP_GRADS = tuple(_lp_grad(name) for name in ("dv", "dk", "dq"))
@@ -315,7 +313,7 @@ leftpad_safe = Exercise(
         ("缺少缩放：分数要除以 √d。", known("no_scale")),
         (INVERTED, known("inverted")),
     ],
-    error=_overflow, extras=_lp_gradients, after=_inputs_kept, untouched=None, narrow=True, errors_first=True)
+    error=_overflow, extras=_lp_gradients, untouched=INPUT_CHANGED, narrow=True, errors_first=True)
 
 
 JUDGES = {

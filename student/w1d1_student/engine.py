@@ -180,7 +180,7 @@ class Exercise:
     then case by case:     error (hints, or error(case, res)) → flags(case, out) → each output's
                            shape → dtype → values with diagnoses → extras(case, out);
                            hint(case, out, message) adds to an unrecognised error's or an output's verdict
-    after(cases, results)  conditions over every case (e.g. gradcheck), then inputs untouched.
+    after(case, out)       checks of each case made once every case passed the above; then inputs untouched.
 
     outputs and diagnoses may be functions of the case (exercises with several kinds of case);
     narrow: keep only the known bugs that explain every case (several bugs coincide on tiny cases).
@@ -237,8 +237,11 @@ class Exercise:
             verdict = verdict or (self.extras(case, out) if self.extras else None)
             if verdict:
                 return verdict
-        verdict = self.after(cases, results) if self.after else None
-        return verdict or self.untouched_verdict(stages, results) or PASS
+        for case, res in zip(cases, results) if self.after else ():
+            verdict = self.after(case, res["out"])
+            if verdict:
+                return verdict
+        return self.untouched_verdict(stages, results) or PASS
 
     def untouched_verdict(self, stages, results):
         if isinstance(self.untouched, str):

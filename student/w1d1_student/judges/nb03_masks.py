@@ -64,12 +64,9 @@ def _overflow(case, res):
 # ----------------------------------------------------------------- the three mask builders
 
 
-def _tensors(cases, results):
-    """A torch tensor from every case (checked after the values: a numpy mask with right values says so)."""
-    for case, res in zip(cases, results):
-        if not res["out"].get("m_is_tensor"):
-            return fail(f"【{case['stage']}】{NOT_TENSOR}")
-    return None
+def _tensor(case, out):
+    """A torch tensor (checked after every case's values: a numpy mask with right values says so)."""
+    return None if out.get("m_is_tensor") else fail(f"【{case['stage']}】{NOT_TENSOR}")
 
 
 def _mask_grid(show, names=(), axes="行 = query，列 = key"):
@@ -83,7 +80,7 @@ def _mask_grid(show, names=(), axes="行 = query，列 = key"):
 def mask_exercise(diagnoses, show, names=(), shape_note="", axes="行 = query，列 = key"):
     mask = Output("m", dtype="bool", tol=(0.0, 0.0), name="掩码", shape_note=shape_note, dtype_note=DTYPE_HINT,
                   fallback="掩码与参考答案不一致。", render=_mask_grid(show, names, axes))
-    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensors, untouched=INPUT_CHANGED,
+    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensor, untouched=INPUT_CHANGED,
                     narrow=True, errors_first=True)
 
 

@@ -298,13 +298,20 @@ def _read_into(sub, folder, known, dest):
     source_ids = {n: set(_grade_ids(nb)) for n, nb in sources.items()}
     entries = scan(folder)
     quiet = QUIET | {p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir()}
-    for e in entries:
+    chosen = graded_copies(entries, known)
+    taken = set(chosen)
+    # notebooks under their own names first: a renamed copy never takes the place of the real one
+    for e in sorted(entries, key=lambda e: Path(e.rel).stem not in chosen):
         name = Path(e.rel).stem
+        if name in chosen and e.rel.endswith(".ipynb") and chosen[name] is not e:
+            sub.notes.append(Note(name, f"`{e.rel}` 和 `{chosen[name].rel}` 同名：评分的是离提交文件夹最近的 "
+                                        f"`{chosen[name].rel}`，这一份没有评分。"))
+            continue
         if e.kind != "file":
             ours = e.rel.endswith(".ipynb") and name in known
             sub.notes.append(Note(name if ours else None,
                                   f"`{e.rel}` {REFUSED[e.kind]}，已拒绝" + ("，这本笔记本记 0 分。" if e.rel.endswith(".ipynb") else "。")))
-            if ours and name not in sub.notebooks:
+            if ours:
                 sub.broken[name] = REFUSED[e.kind]
             continue
         if not e.rel.endswith(".ipynb"):
@@ -312,7 +319,7 @@ def _read_into(sub, folder, known, dest):
                 sub.notes.append(Note(None, f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。"))
             continue
         try:
-            _take_notebook(sub, e, name, folder, known, (sources, releases), source_ids, dest)
+            _take_notebook(sub, e, name, taken, known, (sources, releases), source_ids, dest)
         except Exception as exc:  # one notebook's surprise costs that notebook only
             target = name if name in known else None
             if target:
@@ -323,20 +330,33 @@ def _read_into(sub, folder, known, dest):
         sub.notes.append(Note(None, "提交文件夹是空的。"))
 
 
-def _take_notebook(sub, e, name, folder, known, courses, source_ids, dest):
+def graded_copies(entries, known):
+    """{notebook name: the entry graded under it}: of the files named `<name>.ipynb` anywhere in the
+    folder, the one nearest its top (then the first by path). Backups in subfolders are not graded."""
+    chosen = {}
+    for e in sorted(entries, key=lambda e: (e.rel.count("/"), e.rel)):
+        name = Path(e.rel).stem
+        if e.rel.endswith(".ipynb") and name in known:
+            chosen.setdefault(name, e)
+    return chosen
+
+
+def _take_notebook(sub, e, name, taken, known, courses, source_ids, dest):
+    """Read one notebook file into `dest`; a file under another name is taken as a renamed notebook when its
+    cells are one notebook's and no file carries that notebook's name (`taken`)."""
     sources, releases = courses
     nb, error = _read(e.path)
     if name not in known:
         ids = set(_grade_ids(nb)) if nb is not None else set()
         match = [n for n in known if nb is not None and source_ids[n] and source_ids[n] <= ids | {None}]
-        renamed = (nb is not None and len(match) == 1 and match[0] not in sub.notebooks
-                   and not os.path.lexists(folder / f"{match[0]}.ipynb"))
+        renamed = nb is not None and len(match) == 1 and match[0] not in taken
         if not renamed:
             sub.notes.append(Note(None, f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
                                   + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。"))
             return
         sub.notes.append(Note(match[0], f"`{e.path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
         name = match[0]
+        taken.add(name)
     if nb is None:
         sub.broken[name] = error
         sub.notes.append(Note(name, f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。"))

@@ -160,3 +160,32 @@ def test_notes_belong_to_the_notebook_they_are_about(tmp_path):
     stray = next(n for n in sub.notes if "draft.txt" in n.text)
     assert stray.notebook is None
     assert stray.text in for_page(sub.notes, gc.NB) and stray.text in for_page(sub.notes, other)
+
+
+def test_a_backup_in_a_subfolder_is_not_graded_in_place_of_the_notebook(tmp_path):
+    """Of two files with a notebook's name, the one nearest the top is graded, whatever the path order."""
+    for k, (top, backup) in enumerate([(f"w1d1/{gc.NB}.ipynb", f"w1d1/old/{gc.NB}.ipynb"),
+                                       (f"{gc.NB}.ipynb", f"zz_old/{gc.NB}.ipynb")]):
+        folder = tmp_path / f"s{k}"
+        for rel, nb in ((top, gc.solved()), (backup, gc.release_nb())):
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, folder / rel)
+        sub = read_submission(folder, KNOWN, tmp_path / f"d{k}")
+        graded = nbformat.read(sub.notebooks[gc.NB], as_version=4)
+        assert gc.cell(graded, "softmax").source == gc.solved().cells[gc.index(gc.solved(), "softmax")].source
+        skipped = [n for n in sub.notes if backup in n.text]
+        assert skipped and skipped[0].notebook == gc.NB and "没有评分" in skipped[0].text, sub.notes
+
+
+def test_a_copy_beside_the_notebook_is_not_taken_for_it(tmp_path):
+    """JupyterLab's '-Copy1' next to the real notebook: the real one is graded and the notes are about it alone."""
+    folder = tmp_path / "s" / "w1d1"
+    folder.mkdir(parents=True)
+    copy = gc.release_nb()
+    gc.cell(copy, "demo_c002").source += "\n# edited"
+    nbformat.write(copy, folder / f"{gc.NB}-Copy1.ipynb")
+    nbformat.write(gc.solved(), folder / f"{gc.NB}.ipynb")
+    sub = read_submission(tmp_path / "s", KNOWN, tmp_path / "dest")
+    text = "\n".join(texts(sub.notes))
+    assert gc.NB in sub.notebooks and "改了名" not in text and "锁定单元格" not in text, text
+    assert any("Copy1" in n.text and "不是本次作业的笔记本" in n.text for n in sub.notes), text

@@ -50,16 +50,23 @@ def _names(node):
             yield alias.name
 
 
+def _inert_strings(tree):
+    """Strings that are statements by themselves (docstrings among them): they do nothing."""
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+
 def machinery_uses(source):
-    """[(line, what)] for each reference of a cell to the checking machinery."""
+    """[(line, what)] for each reference of a cell to the checking machinery (docstrings aside)."""
     tree = _tree(source)
     found = []
+    inert = _inert_strings(tree) if tree is not None else set()
     for node in ast.walk(tree) if tree is not None else ():
         line = getattr(node, "lineno", 0)
         for name in _names(node):
             if name in MACHINERY_MODULES or name in MACHINERY_NAMES:
                 found.append((line, name))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inert:
             found += [(line, m) for m in MACHINERY_MODULES if m in node.value]
         if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
                 and node.value.id == "sys"):

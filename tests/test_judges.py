@@ -2,9 +2,10 @@
 import numpy as np
 from w1d1_student.engine import Exercise, Number, Output, compare, known
 from w1d1_student.judges.nb02_scaled_dot_product import independent_checks
+from w1d1_student.runner import judge
 
+from autograder.judge import make_cases, with_answers
 from autograder.judge import nb02_scaled_dot_product as ex02
-from autograder.judge import with_answers
 
 
 def test_backward_references_agree():
@@ -123,3 +124,15 @@ def test_an_untouched_message_names_the_first_case_that_changed_its_input():
     kept, changed = {"ok": True, "out": {"y": 1.0}}, {"ok": True, "out": {"y": 2.0, "input_changed": True}}
     assert ex(cases, [kept, {"ok": True, "out": {"y": 2.0}}]).passed
     assert ex(cases, [kept, changed]).message == "【b】CHANGED"
+
+
+def test_a_result_the_checks_cannot_compare_costs_that_exercise_only():
+    """Odd values get a verdict, never an exception that would cost the whole notebook."""
+    cases = with_answers("flops", make_cases("flops", 0, False))
+    huge = [{"ok": True, "out": {"flops": c["_oracle"]["flops"], "flops_type": "int", "share": 10**400,
+                                 "share_type": "int"}} for c in cases]
+    assert not judge("flops", cases, huge).passed
+    odd = [{"ok": True, "out": {"flops": [1], "flops_type": "list", "share": 0.5, "share_type": "float"}}
+           for _ in cases]
+    verdict = judge("flops", cases, odd)
+    assert not verdict.passed and "检查没法比较你的结果" in verdict.message

@@ -6,11 +6,12 @@ HTML with the plots inline, plus an index page.
 """
 import argparse
 import html
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +30,19 @@ def title_of(nb, fallback):
 
 
 def execute_release(name):
-    """The student notebook as released, run top to bottom past its stub errors (no widget front-end)."""
+    """The student notebook as released, run top to bottom past its stub errors (no widget front-end).
+
+    It runs in a fresh Python process: in a process that already runs an event loop (the browser
+    tests drive Playwright) nbclient's blocking wrapper now and then waited for a reply that never came."""
     src = RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb"
-    nb = nbformat.read(src, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(src.parent)}}).execute()
-    return nb
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / f"{name}.ipynb"
+        run = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "notebook", "--execute", "--allow-errors",
+                              "--ExecutePreprocessor.timeout=300", "--ExecutePreprocessor.kernel_name=python3",
+                              "--output", str(out), str(src)], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"运行 {name} 失败：\n{run.stderr[-3000:]}")
+        return nbformat.read(out, as_version=4)
 
 
 def figure_cells(nb):

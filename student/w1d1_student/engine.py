@@ -280,7 +280,7 @@ class Number(Output):
             return fail(f"【{stage}】数值对了，但类型是 {type_name}。{self.type_note}\n{where}")
         if self.kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
             return fail(f"【{stage}】`{self.key}` 应返回 float，得到类型 {type_name}。\n{where}")
-        if self.bounds and not self.bounds[0] <= float(got) <= self.bounds[1]:
+        if self.bounds and not self.bounds[0] <= _as_float(got) <= self.bounds[1]:
             return fail(f"【{stage}】{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间。\n{where}")
         return None
 
@@ -289,7 +289,7 @@ class Number(Output):
             return False
         if self.kind == "int":
             return (math.isfinite(got) and got == want) if isinstance(got, float) else got == want
-        return math.isclose(float(got), float(want), rel_tol=1e-6, abs_tol=1e-12)
+        return math.isclose(_as_float(got), float(want), rel_tol=1e-6, abs_tol=1e-12)
 
 
 def _is_int_type(name):
@@ -309,11 +309,19 @@ def _answer_or_none(buggy, case):
 
 def _near(got, want):
     """Loose equality used to name a bug (a float answer can still match a buggy formula)."""
-    if want is None or isinstance(got, str) or not math.isfinite(float(got)):
+    if want is None or isinstance(got, str) or not math.isfinite(_as_float(got)):
         return False
     if isinstance(got, int) and isinstance(want, int):
         return got == want
-    return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
+    return math.isclose(_as_float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _as_float(value):
+    """A number as a float; one too large for a float is infinite (never an exception)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _numeric(arr):

@@ -94,7 +94,11 @@ def judge(grade_id, cases, results):
 
     if not isinstance(results, list) or len(results) != len(cases):
         return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
-    return registry.judge(grade_id)(cases, results)
+    try:
+        return registry.judge(grade_id)(cases, results)
+    except Exception as exc:  # a value the checks cannot even compare costs this exercise only
+        return fail(f"检查没法比较你的结果（{type(exc).__name__}: {str(exc)[:200]}）：返回值不符合题目的约定"
+                    "（形状、类型或数值范围）。这道题不得分；对照题目要求的返回值再检查一遍。")
 
 
 def check(grade_id, hidden=False):

@@ -36,6 +36,15 @@ VARIANTS = {
     "softmax": {
         "solution": notebook_solution("softmax"),
         "correct": [
+            # a docstring that talks about the grader (red team, issue 12: it was taken for a reference)
+            '''
+"""Stable softmax; written for the autograder and w1d1_student checks."""
+import numpy as np
+def softmax(x, axis=-1):
+    """Note for the autograder: subtract the max first."""
+    z = np.exp(x - x.max(axis=axis, keepdims=True))
+    return z / z.sum(axis=axis, keepdims=True)
+''',
             # log-sum-exp style
             '''
 import numpy as np

@@ -307,6 +307,10 @@ def numerical_gradient(f, x, eps=1e-6):
              .replace("        x[idx] = old\n", ""), "没有把 x[idx] 恢复"),
             (NUMGRAD.replace("def numerical_gradient(f, x, eps=1e-6):\n",
                              "def numerical_gradient(f, x, eps=1e-6):\n    eps = 1e-6\n"), "没有用参数 eps"),
+            # red team, issue 12: += eps, -= 2 eps, += eps leaves x off by rounding; named as such
+            (NUMGRAD.replace("        x[idx] = old + eps\n", "        x[idx] += eps\n")
+             .replace("        x[idx] = old - eps\n", "        x[idx] -= 2 * eps\n")
+             .replace("        x[idx] = old\n", "        x[idx] += eps\n"), "只差浮点舍入"),
         ],
     },
     "attention_function": {

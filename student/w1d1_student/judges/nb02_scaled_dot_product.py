@@ -125,6 +125,9 @@ def closest_difference_bug(case, out, outputs, diagnoses, key):
 
 
 def restored_input(case, out):
+    if out.get("input_rounded"):
+        return fail(f"【{case['stage']}】调用之后 x 和原来只差浮点舍入：x[idx] += eps 再减回去不一定回到原值。"
+                    "先保存 old = x[idx]，用完后 x[idx] = old（或者在副本上扰动）。约定：函数返回后 x 必须和调用前一模一样。")
     if out.get("input_changed"):
         return fail(f"【{case['stage']}】调用之后 x 变了：每次扰动后要把 x[idx] 恢复成原值（或者在副本上扰动）。"
                     "约定：函数返回后 x 必须和调用前一模一样。")

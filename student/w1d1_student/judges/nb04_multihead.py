@@ -165,7 +165,7 @@ def _forward_extras(case, out):
     stage = case["stage"]
     rtol, atol = _tol(case)
     attn = np.asarray(out["attn"])
-    if not np.allclose(out["y_plain"], out["y"], rtol=rtol, atol=atol):
+    if np.shape(out["y_plain"]) != np.shape(out["y"]) or not np.allclose(out["y_plain"], out["y"], rtol=rtol, atol=atol):
         return fail(f"【{stage}】need_weights=False 与 need_weights=True 得到的 y 不一样。")
     rows = np.abs(attn.sum(-1) - 1).max()
     if rows > (1e-5 if case["dtype"] == "float32" else 1e-12):

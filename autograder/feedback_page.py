@@ -29,7 +29,12 @@ TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "d
         "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
         "span", "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
         "u", "ul", "var"}
-ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href"], "img": ["src", "alt", "width", "height"],
+def _image_attribute(tag, name, value):
+    """An image keeps its size and alt text, and its source only when the picture is in the page."""
+    return name in ("alt", "width", "height") or (name == "src" and value.strip().lower().startswith("data:image/"))
+
+
+ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href"], "img": _image_attribute,
               "td": ["align", "colspan", "rowspan"], "th": ["align", "colspan", "rowspan"]}
 _cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols={"http", "https", "mailto", "data"},
                           strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=[]))

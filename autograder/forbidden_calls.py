@@ -50,39 +50,68 @@ def _names(node):
             yield alias.name
 
 
-def _inert_strings(tree):
-    """Strings that are statements by themselves (docstrings among them): they do nothing."""
-    return {id(node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
-
-
 def machinery_uses(source):
-    """[(line, what)] for each reference of a cell to the checking machinery (docstrings aside)."""
+    """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
+    code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
+    prose mentions the grader (a docstring, an error message)."""
     tree = _tree(source)
     found = []
-    inert = _inert_strings(tree) if tree is not None else set()
     for node in ast.walk(tree) if tree is not None else ():
         line = getattr(node, "lineno", 0)
         for name in _names(node):
             if name in MACHINERY_MODULES or name in MACHINERY_NAMES:
                 found.append((line, name))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inert:
-            found += [(line, m) for m in MACHINERY_MODULES if m in node.value]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # shorter than its source: ends
+            found += [(line, what) for _, what in machinery_uses(node.value)[:1]]
         if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
                 and node.value.id == "sys"):
             found.append((line, "sys.modules"))
     return found
 
 
+def _torch_names(tree):
+    """Names a cell binds to torch or one of its modules by importing (`torch`, `F`, `nn`, …)."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            bound |= {a.asname or a.name for a in node.names}
+    return bound
+
+
+def _root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _star_from_torch(tree):
+    return any(isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch"
+               and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
+
+
 def forbidden_uses(source, grade_id):
-    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids."""
+    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: imported
+    from torch, an attribute of a name bound to torch (`F.…`, `torch.nn.…`), or named in a string.
+    A function or method of the student's own that happens to share the name is not one."""
     apis = FORBIDDEN_APIS.get(grade_id)
     tree = _tree(source) if apis else None
+    if tree is None:
+        return []
+    torch_names, star = _torch_names(tree), _star_from_torch(tree)
     found = []
-    for node in ast.walk(tree) if tree is not None else ():
-        names = list(_names(node))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.append(node.value)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute) and _root(node) in torch_names:
+            names = [node.attr]
+        elif isinstance(node, ast.Name) and star:
+            names = [node.id]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        else:
+            names = []
         found += [(getattr(node, "lineno", 0), apis[n]) for n in names if n in apis]
     return found
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import feedback_page, reports
 from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
 from .intake import fingerprint, list_students, read_submission
-from .notes import Note, for_page, from_data
+from .notes import Note, for_page, from_data, printable
 from .outdir import Output, OutputBusy, copy_gradebook, file_stamp, link_tree, read_state, tree_hash, write_state, write_text
 from .sandbox import SandboxUnavailable, describe_limits, probe
 
@@ -58,8 +58,8 @@ def _safe_folders(folders, log):
         if why is None:
             kept.append(folder)
         else:
-            skipped[folder.name] = why
-            log(f"  [提交文件夹] 跳过 `{folder.name}`：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
+            skipped[printable(folder.name)] = why
+            log(f"  [提交文件夹] 跳过 `{printable(folder.name)}`：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
                 "没有评分，其他学生不受影响。")
     return kept, skipped
 
@@ -175,8 +175,8 @@ def _plan(folders, previous, students, force, version, log):
         sid = folder.name
         try:
             prints[sid] = fingerprint(folder)
-        except OSError as exc:
-            prints[sid] = {"error": str(exc)}
+        except Exception as exc:  # one unreadable folder must not stop the class: it is simply regraded
+            prints[sid] = {"error": f"{type(exc).__name__}: {printable(str(exc))[:200]}"}
         old = previous.get("students", {}).get(sid)
         if force:
             why = "--force"

@@ -18,9 +18,10 @@ from pathlib import Path
 import nbformat
 
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from .notes import Note, about_notebook
+from .notes import Note, about_notebook, printable
 
 MAX_FILE_BYTES = 20 * 2**20        # one submitted file
+MAX_DEPTH = 16                     # folder levels read inside a student folder
 MAX_CELLS = 2000                   # the released notebooks have about a hundred
 QUIET = {"timestamp.txt", "submission_secret.txt"}  # nbgrader's own bookkeeping
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
@@ -40,8 +41,8 @@ class Submission:
 
 @dataclass
 class Entry:
-    rel: str            # path inside the student folder
-    kind: str           # "file", "symlink", "special", "big"
+    rel: str            # path inside the student folder, as printable text (notes.printable)
+    kind: str           # "file", "symlink", "special", "big", "deep"
     path: Path
 
 
@@ -54,22 +55,25 @@ def _kind(st):
 
 
 def scan(folder):
-    """Every entry under `folder`, without following any link (checkpoint folders skipped)."""
-    found = []
-
-    def walk(d, prefix):
+    """Every entry under `folder`, without following any link (checkpoint folders skipped); a folder
+    more than MAX_DEPTH levels down is one "deep" entry, not read."""
+    found, todo = [], [(Path(folder), "", 0)]
+    while todo:
+        d, prefix, depth = todo.pop()
         with os.scandir(d) as it:
-            for e in sorted(it, key=lambda e: e.name):
-                rel = prefix + e.name
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    if e.name != ".ipynb_checkpoints":
-                        walk(e.path, rel + "/")
-                else:
-                    found.append(Entry(rel, _kind(st), Path(e.path)))
-
-    walk(folder, "")
-    return found
+            listed = sorted(it, key=lambda e: e.name)
+        folders = []
+        for e in listed:
+            rel = prefix + printable(e.name)
+            st = e.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                found.append(Entry(rel, _kind(st), Path(e.path)))
+            elif depth >= MAX_DEPTH:
+                found.append(Entry(rel + "/", "deep", Path(e.path)))
+            elif e.name != ".ipynb_checkpoints":
+                folders.append((Path(e.path), rel + "/", depth + 1))
+        todo += reversed(folders)
+    return sorted(found, key=lambda e: e.rel)
 
 
 def read_bytes(path):
@@ -109,9 +113,9 @@ def list_students(submissions):
         if stat.S_ISDIR(st.st_mode):
             folders.append(Path(e.path))
         elif stat.S_ISLNK(st.st_mode):
-            notes.append(f"`{e.name}` 是符号链接，不是学生文件夹，已拒绝（不跟随链接）。")
+            notes.append(f"`{printable(e.name)}` 是符号链接，不是学生文件夹，已拒绝（不跟随链接）。")
         else:
-            notes.append(f"`{e.name}` 不是文件夹，已忽略（每个学生一个子文件夹）。")
+            notes.append(f"`{printable(e.name)}` 不是文件夹，已忽略（每个学生一个子文件夹）。")
     return folders, notes
 
 
@@ -275,6 +279,7 @@ def _notebooks(folder, known):
 
 
 REFUSED = {"symlink": "是符号链接", "special": "不是普通文件（设备、FIFO 或套接字）",
+           "deep": f"所在的文件夹超过 {MAX_DEPTH} 层，没有读取",
            "big": f"超过 {MAX_FILE_BYTES // 2**20} MB"}
 
 
@@ -350,16 +355,20 @@ def _take_notebook(sub, e, name, taken, known, courses, source_ids, dest):
         ids = set(_grade_ids(nb)) if nb is not None else set()
         match = [n for n in known if nb is not None and source_ids[n] and source_ids[n] <= ids | {None}]
         renamed = nb is not None and len(match) == 1 and match[0] not in taken
+        if len(match) == 1 and not renamed:
+            sub.notes.append(Note(match[0], f"`{e.rel}` 的内容是 `{match[0]}.ipynb`，但提交里已有这个名字的文件，"
+                                            "评分的是那一份；这一份没有评分。"))
+            return
         if not renamed:
             sub.notes.append(Note(None, f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
                                   + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。"))
             return
-        sub.notes.append(Note(match[0], f"`{e.path.name}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
+        sub.notes.append(Note(match[0], f"`{e.rel}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
         name = match[0]
         taken.add(name)
     if nb is None:
         sub.broken[name] = error
-        sub.notes.append(Note(name, f"`{e.path.name}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。"))
+        sub.notes.append(Note(name, f"`{e.rel}` 无法读取（文件损坏或不是合法的笔记本：{error}），这本笔记本记 0 分。"))
         return
     sub.notes += about_notebook(name, normalise(name, nb, releases[name]) + join_split_answers(name, nb)
                                 + tamper_notes(name, nb, sources[name]))

@@ -3,6 +3,7 @@
 A notebook's feedback page shows its own notes and the submission-wide ones; nothing is matched
 by searching the text.
 """
+import unicodedata
 from typing import NamedTuple
 
 
@@ -34,3 +35,20 @@ def from_data(items):
         elif isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[1], str):
             out.append(Note(item[0] if isinstance(item[0], str) else None, item[1]))
     return out
+
+
+def printable(name):
+    """A name from a student's folder as safe text for notes, logs and CSV files: bytes that are not
+    UTF-8 and control or formatting characters as \\xNN (\\uNNNN), a backslash doubled."""
+    out = []
+    for ch in name:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (the file system's surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch == "\\":
+            out.append("\\\\")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -32,6 +32,8 @@ def test_correct_answers_pass_the_static_check(grade_id, src):
     ("from torch.nn.functional import multi_head_attention_forward as f", "F.multi_head_attention_forward"),
     ("import functools, torch\nf = functools.partial(torch.nn.MultiheadAttention, 4, 2)", "nn.MultiheadAttention"),
     ("import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')", "F.scaled_dot_product_attention"),
+    ("from torch.nn.functional import *\ny = scaled_dot_product_attention", "F.scaled_dot_product_attention"),
+    ("import torch as t\nm = t.nn.MultiheadAttention(4, 2)", "nn.MultiheadAttention"),
 ])
 def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
@@ -49,6 +51,7 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     "import torch\nwith torch._C.DisableTorchFunction():\n    pass",
     "from torch.overrides import _pop_mode",
     "%time import w1d1_student",
+    "exec('import autograder')",
 ])
 def test_reference_to_the_checking_machinery_zeroes_its_exercise(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})

@@ -1,5 +1,7 @@
 """End to end: a class of notebook-01 submissions (honest, stub, attacks) through the real grader."""
+import contextlib
 import csv
+import os
 import re
 import subprocess
 import sys
@@ -205,3 +207,55 @@ def test_malformed_renamed_and_unknown_files(tmp_path):
     assert "无法读取" in (out / "feedback" / "broken" / f"{gc.NB}.html").read_text(encoding="utf-8")
     page = (out / "feedback" / "renamed" / f"{gc.NB}.html").read_text(encoding="utf-8")
     assert "改了名" in page and "notes.txt" in page  # its own note and the one about the whole submission
+
+
+@contextlib.contextmanager
+def nested_folders(top, depth):
+    """`depth` folders `a/a/…` under `top`, made and removed by changing directory one level at a time
+    (no path may be that long, and pytest's own clean-up would recurse too deep)."""
+    here = os.getcwd()
+
+    def descend(make):
+        os.chdir(top)
+        for _ in range(depth):
+            if make:
+                os.mkdir("a")
+            os.chdir("a")
+
+    try:
+        descend(make=True)
+        os.chdir(here)
+        yield
+    finally:
+        descend(make=False)
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("a")
+        os.chdir(here)
+
+
+def test_hostile_file_names_and_deep_folders_cost_nobody_anything(tmp_path):
+    """A file name that is not UTF-8 or holds terminal escapes, and 1100 nested folders, in one student's
+    folder: the class is graded, the names show escaped, the CSV files and state are written."""
+    subs = tmp_path / "class"
+    for student in ("odd", "plain"):
+        (subs / student).mkdir(parents=True)
+        nbformat.write(gc.solved(), subs / student / f"{gc.NB}.ipynb")
+    odd = bytes(subs / "odd")
+    for name in (b"notes\xff.txt", b"\x1b[2J\x1b[31mFAKE\nline.txt"):
+        with open(odd + b"/" + name, "wb") as fh:
+            fh.write(b"x")
+    log = []
+    with nested_folders(subs / "odd", 1100):  # deeper than Python's recursion limit and PATH_MAX
+        rows = grade(subs, tmp_path / "out", jobs=2, timeout=30, seed=5, log=log.append)
+    by = {}
+    for student, _nb, _gid, score, points in rows:
+        got, total = by.get(student, (0.0, 0.0))
+        by[student] = (got + float(score), total + float(points))
+    assert by["odd"] == by["plain"] and by["odd"][0] == by["odd"][1] > 0, by
+    text = "\n".join(log)
+    assert "\x1b" not in text and "notes\\xff.txt" in text and "\\x1b[2J" in text and "层" in text
+    totals = (tmp_path / "out" / "totals.csv").read_text(encoding="utf-8")
+    assert "notes\\xff.txt" in totals and "\x1b" not in totals
+    (state,) = (tmp_path / "out").glob(".gen/*/state.json")
+    assert "notes\\\\xff.txt" in state.read_text(encoding="utf-8")  # JSON doubles the backslash

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.feedback_page import MAX_PAGE_BYTES, SafeOutputs, finish_page
+from autograder.feedback_page import MAX_PAGE_BYTES, SafeOutputs, clean_html, finish_page
 from autograder.grade import grade
 from autograder.reports import graded_cells
 from tests import grading_class as gc
@@ -192,6 +192,15 @@ def test_feedback_budget_cuts_outputs_and_sources():
     assert out.cells[-1].source.endswith("反馈里只显示开头）")
     page = finish_page("<html><head></head><body>" + "C" * 3_000_000 + "</body></html>", ["注意"])
     assert len(page.encode()) < MAX_PAGE_BYTES and "注意" in page and "Content-Security-Policy" in page
+
+
+def test_feedback_images_come_only_from_the_page():
+    """An image may not fetch anything (a tracking pixel would tell who opened the page, and when)."""
+    text = clean_html('<img src="http://evil.example/x.png" alt="a"><img src=" HTTPS://evil.example/y">'
+                      '<img src="data:image/png;base64,iVBORw0KGgo=" width="3"><a href="https://docs.python.org">doc</a>')
+    assert "evil.example" not in text and 'alt="a"' in text
+    assert 'src="data:image/png;base64,iVBORw0KGgo="' in text and 'width="3"' in text
+    assert 'href="https://docs.python.org"' in text
 
 
 def test_grades_csv_neutralises_formulas(graded):

@@ -188,4 +188,4 @@ def test_a_copy_beside_the_notebook_is_not_taken_for_it(tmp_path):
     sub = read_submission(tmp_path / "s", KNOWN, tmp_path / "dest")
     text = "\n".join(texts(sub.notes))
     assert gc.NB in sub.notebooks and "改了名" not in text and "锁定单元格" not in text, text
-    assert any("Copy1" in n.text and "不是本次作业的笔记本" in n.text for n in sub.notes), text
+    assert any("Copy1" in n.text and "没有评分" in n.text and n.notebook == gc.NB for n in sub.notes), text

@@ -1,4 +1,7 @@
-"""Cases of notebook 05: plain data the student's code runs on (grader side; travels to the kernel as data)."""
+"""Cases of notebook 05: plain data the student's code runs on (grader side; travels to the kernel as data).
+
+The hidden cases end with sizes drawn from the run's seed, so their answers change from run to run."""
+from .seeding import rng
 
 
 def _flops_cases(seed, hidden):
@@ -14,7 +17,15 @@ def _flops_cases(seed, hidden):
         {"stage": "正文表格：d=4096, T=32768", "T": 32768, "d": 4096},
         {"stage": "奇数尺寸 T=7, d=13", "T": 7, "d": 13},
         {"stage": "很大的整数（超过 2^53，浮点数算不精确）：T=1000003, d=12289", "T": 1000003, "d": 12289},
+        _drawn(seed, "flops", T=(2, 100_000), d=(2, 16_384)),
     ]
+
+
+def _drawn(seed, salt, **ranges):
+    """A case with integer sizes drawn from the run's seed, each in its [low, high] range."""
+    g = rng(seed, salt)
+    sizes = {k: int(g.integers(low, high + 1)) for k, (low, high) in ranges.items()}
+    return {"stage": "随机尺寸：" + ", ".join(f"{k}={v}" for k, v in sizes.items()), **sizes}
 
 
 def _memory_cases(seed, hidden):
@@ -34,6 +45,8 @@ def _memory_cases(seed, hidden):
         {"stage": "正文：7B 级 B=1, h=32, T=32768，32 层", "B": 1, "h": 32, "T": 32768, "bpe": 2, "n_layers": 32,
          "keywords": True},
         {"stage": "fp8（1 字节）、3 层", "B": 4, "h": 8, "T": 100, "bpe": 1, "n_layers": 3, "keywords": True},
+        {**_drawn(seed, "attn_memory", B=(1, 64), h=(1, 64), T=(1, 65_536), bpe=(1, 8), n_layers=(1, 96)),
+         "keywords": True},
     ]
 
 
@@ -51,6 +64,7 @@ def _generation_cases(seed, hidden):
         {"stage": "T=100, d=768，无缓存", "T": 100, "d": 768, "kv_cache": False},
         {"stage": "T=1000, d=4096，有缓存", "T": 1000, "d": 4096, "kv_cache": True},
         {"stage": "T=300000, d=16384，无缓存：结果超过 int64 的范围", "T": 300000, "d": 16384, "kv_cache": False},
+        {**_drawn(seed, "generation_flops", T=(2, 5_000), d=(2, 8_192)), "kv_cache": bool(seed % 2)},
     ]
 
 

@@ -47,6 +47,24 @@ class MultiHeadAttention(nn.Module):
 
 # -------- correct variants of mha in other styles
 
+# red team, issue 12: a helper of the student's own named like torch's SDPA (and called as a method)
+MHA_OWN_SDPA_HELPER = MHA.replace("class MultiHeadAttention(nn.Module):", '''def scaled_dot_product_attention(q, k, v, mask=None):
+    att = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        att = att.masked_fill(mask, float("-inf"))
+    att = att.softmax(dim=-1)
+    return att @ v, att
+
+
+class MultiHeadAttention(nn.Module):
+    scaled_dot_product_attention = staticmethod(scaled_dot_product_attention)
+''').replace('''        att = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        att = att.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, d)''', '''        out, att = self.scaled_dot_product_attention(q, k, v, mask)
+        y = out.transpose(1, 2).contiguous().view(B, T, d)''')
+
 MHA_EINSUM = '''
 import math
 import torch
@@ -292,7 +310,7 @@ def merge_heads(x):
     },
     "mha": {
         "solution": notebook_solution("mha"),
-        "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP],
+        "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP, MHA_OWN_SDPA_HELPER],
         "buggy": [
             (MHA.replace("(att @ v).transpose(1, 2).contiguous().view(B, T, d)", "(att @ v).reshape(B, T, d)"),
              "§A.5"),

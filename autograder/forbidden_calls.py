@@ -70,20 +70,27 @@ def machinery_uses(source):
 
 
 def _torch_names(tree):
-    """Names a cell binds to torch or one of its modules by importing (`torch`, `F`, `nn`, …)."""
+    """Names a cell binds to torch or one of its parts: by importing (`torch`, `F`, `nn`, …) or by
+    assigning something reached from such a name (`G = F`, `fn = torch.nn.functional`)."""
     bound = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             bound |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
             bound |= {a.asname or a.name for a in node.names}
-    return bound
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    while True:
+        more = {t.id for n in assigns if _root(n.value) in bound for t in n.targets if isinstance(t, ast.Name)}
+        if more <= bound:
+            return bound
+        bound |= more
 
 
 def _root(node):
+    """The name an attribute chain starts from; "" when it starts from an expression (a call, …)."""
     while isinstance(node, ast.Attribute):
         node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _star_from_torch(tree):
@@ -93,8 +100,9 @@ def _star_from_torch(tree):
 
 def forbidden_uses(source, grade_id):
     """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: imported
-    from torch, an attribute of a name bound to torch (`F.…`, `torch.nn.…`), or named in a string.
-    A function or method of the student's own that happens to share the name is not one."""
+    from torch, an attribute of a name bound to torch (`F.…`, `torch.nn.…`) or of an expression
+    (`__import__("torch").…`), or named in a string. A function or method of the student's own
+    (`self.…`, a name they defined) that happens to share the name is not one."""
     apis = FORBIDDEN_APIS.get(grade_id)
     tree = _tree(source) if apis else None
     if tree is None:
@@ -104,7 +112,7 @@ def forbidden_uses(source, grade_id):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.Attribute) and _root(node) in torch_names:
+        elif isinstance(node, ast.Attribute) and (_root(node) in torch_names or _root(node) == ""):
             names = [node.attr]
         elif isinstance(node, ast.Name) and star:
             names = [node.id]

@@ -34,6 +34,8 @@ def test_correct_answers_pass_the_static_check(grade_id, src):
     ("import torch\nf = getattr(torch.nn.functional, 'scaled_dot_product_attention')", "F.scaled_dot_product_attention"),
     ("from torch.nn.functional import *\ny = scaled_dot_product_attention", "F.scaled_dot_product_attention"),
     ("import torch as t\nm = t.nn.MultiheadAttention(4, 2)", "nn.MultiheadAttention"),
+    ("y = __import__('torch').nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention"),
+    ("import torch.nn.functional as F\nG = F\nH = G\ny = H.scaled_dot_product_attention", "F.scaled_dot_product_attention"),
 ])
 def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})

@@ -140,7 +140,7 @@ def _numgrad_render(case, want, got):
 
 
 NUMERICAL_GRADIENT = Exercise(
-    (Output("grad", answer="central", expected=lambda c: c["_oracle"]["central"], tol=(1e-7, 1e-8), name="返回值",
+    (Output("grad", expected=known("central"), tol=(1e-7, 1e-8), name="返回值",
             shape_note="应与 x 的形状相同。", fallback="数值与中心差分的结果不一致。", render=_numgrad_render,
             namer=closest_difference_bug),),
     flags=restored_input, untouched=None)

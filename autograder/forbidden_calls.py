@@ -11,14 +11,12 @@ import ast
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-# grade_id -> {name seen in the source: how the course calls it}
+# grade_id -> [(part of a torch name, how the course calls that API)]: every torch name holding the part
+# counts (`_scaled_dot_product_attention_math`, `_native_multi_head_attention`, …)
 FORBIDDEN_APIS = {
-    "mha": {
-        "scaled_dot_product_attention": "F.scaled_dot_product_attention",
-        "multi_head_attention_forward": "F.multi_head_attention_forward",
-        "_native_multi_head_attention": "torch._native_multi_head_attention",
-        "MultiheadAttention": "nn.MultiheadAttention",
-    },
+    "mha": [("scaled_dot_product", "F.scaled_dot_product_attention"),
+            ("multi_head_attention", "F.multi_head_attention_forward"),
+            ("MultiheadAttention", "nn.MultiheadAttention")],
 }
 MACHINERY_MODULES = ("w1d1_student", "autograder")
 MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_mode",
@@ -69,58 +67,71 @@ def machinery_uses(source):
     return found
 
 
-def _torch_names(tree):
-    """Names a cell binds to torch or one of its parts: by importing (`torch`, `F`, `nn`, …) or by
-    assigning something reached from such a name (`G = F`, `fn = torch.nn.functional`)."""
-    bound = set()
-    for node in ast.walk(tree):
+def _is_torch(module):
+    return (module or "").split(".")[0] == "torch"
+
+
+def torch_bindings(trees):
+    """(names bound to torch or a part of it, whether `from torch… import *` occurs) over the given cells:
+    imported (`torch`, `F`, `nn`, …) or assigned from such a name (`G = F`)."""
+    bound, star, assigns = set(), False, []
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if isinstance(node, ast.Import):
-            bound |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names if _is_torch(a.name)}
+        elif isinstance(node, ast.ImportFrom) and _is_torch(node.module):
             bound |= {a.asname or a.name for a in node.names}
-    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+            star = star or any(a.name == "*" for a in node.names)
+        elif isinstance(node, ast.Assign):
+            assigns.append(node)
     while True:
-        more = {t.id for n in assigns if _root(n.value) in bound for t in n.targets if isinstance(t, ast.Name)}
+        more = {t.id for n in assigns if _reaches_torch(n.value, bound) for t in n.targets if isinstance(t, ast.Name)}
         if more <= bound:
-            return bound
+            return bound, star
         bound |= more
 
 
-def _root(node):
-    """The name an attribute chain starts from; "" when it starts from an expression (a call, …)."""
+def _reaches_torch(node, bound):
+    """Whether an attribute chain starts from torch: a bound name, or an import made on the spot."""
     while isinstance(node, ast.Attribute):
         node = node.value
-    return node.id if isinstance(node, ast.Name) else ""
+    if isinstance(node, ast.Name):
+        return node.id in bound
+    if isinstance(node, ast.Call):
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return called in ("__import__", "import_module")
+    return False
 
 
-def _star_from_torch(tree):
-    return any(isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch"
-               and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
+def _forbidden(name, apis):
+    return next((api for part, api in apis if part in name), None)
 
 
-def forbidden_uses(source, grade_id):
-    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: imported
-    from torch, an attribute of a name bound to torch (`F.…`, `torch.nn.…`) or of an expression
-    (`__import__("torch").…`), or named in a string. A function or method of the student's own
-    (`self.…`, a name they defined) that happens to share the name is not one."""
+def forbidden_uses(source, grade_id, bindings=None):
+    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: imported from
+    torch, an attribute reached from torch (`F.…`, `nn.functional.…` with `nn` imported in any cell,
+    `__import__("torch").…`), named in a string, or in code held in a string (a `%%time` cell).
+    `bindings`: torch_bindings() of the notebook's cells (default: this cell's). A function or method of
+    the student's own (`self.…`, `super().…`, a name they defined) that shares the name is not one."""
     apis = FORBIDDEN_APIS.get(grade_id)
     tree = _tree(source) if apis else None
     if tree is None:
         return []
-    torch_names, star = _torch_names(tree), _star_from_torch(tree)
+    bound, star = bindings if bindings is not None else torch_bindings([tree])
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.ImportFrom) and _is_torch(node.module):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.Attribute) and (_root(node) in torch_names or _root(node) == ""):
+        elif isinstance(node, ast.Attribute) and _reaches_torch(node.value, bound):
             names = [node.attr]
         elif isinstance(node, ast.Name) and star:
             names = [node.id]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = [node.value]
+            names = [node.value] if node.value.isidentifier() else []
+            found += [(line, api) for _, api in forbidden_uses(node.value, grade_id, (bound, star))[:1]]
         else:
             names = []
-        found += [(getattr(node, "lineno", 0), apis[n]) for n in names if n in apis]
+        found += [(line, api) for api in map(lambda n: _forbidden(n, apis), names) if api]
     return found
 
 
@@ -140,10 +151,12 @@ def answer_problems(nb, grade_id):
     A reference to the checking machinery costs the exercise whose answer cell holds it; a forbidden
     API costs the exercise that forbids it in any answer cell of the notebook (every one runs while grading)."""
     problems = []
+    trees = [t for t in (_tree(c.source) for c in nb.cells if c.cell_type == "code") if t is not None]
+    bindings = torch_bindings(trees)  # `import torch` in the setup cell counts for every answer cell
     for cell in _answer_cells(nb):
         own = cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id
         for line, what in machinery_uses(cell.source)[:1] if own else ():
             problems.append(f"{_where(cell, line)}引用了评分检查机制（`{what}`）：答案不能读取或改动检查代码，本题计 0 分")
-        for line, api in forbidden_uses(cell.source, grade_id)[:1]:
+        for line, api in forbidden_uses(cell.source, grade_id, bindings)[:1]:
             problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")
     return problems

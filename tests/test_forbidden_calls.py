@@ -2,8 +2,10 @@
 APIs and references to the checking machinery cost the exercise; no correct variant is touched."""
 import nbformat
 import pytest
+from w1d1_student import registry
 
 from autograder import forbidden_calls
+from autograder.course import ASSIGNMENT, SOURCE_DIR
 from tests.test_mutations import VARIANTS
 
 
@@ -24,7 +26,35 @@ def _correct():
 
 @pytest.mark.parametrize("grade_id,src", list(_correct()))
 def test_correct_answers_pass_the_static_check(grade_id, src):
-    assert forbidden_calls.answer_problems(_notebook({grade_id: src}), grade_id) == []
+    """In the real notebook: with its setup cell's imports and every other answer cell solved."""
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{registry.NOTEBOOK_OF[grade_id]}.ipynb", as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = src
+    assert forbidden_calls.answer_problems(nb, grade_id) == []
+
+
+@pytest.mark.parametrize("src,what", [
+    ("y = nn.functional.multi_head_attention_forward", "F.multi_head_attention_forward"),
+    ("m = nn.MultiheadAttention(4, 2)", "nn.MultiheadAttention"),
+    ("y = torch._scaled_dot_product_attention_math", "F.scaled_dot_product_attention"),
+    ("y = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "F.scaled_dot_product_attention"),
+    ("%%time\ny = F.scaled_dot_product_attention(q, k, v)", "F.scaled_dot_product_attention"),
+])
+def test_torch_imported_by_the_setup_cell_counts_in_answer_cells(src, what):
+    """Red team, issue 12 round 3: `torch`, `nn`, `F` come from the setup cell, not the answer cell."""
+    nb = _notebook({"mha": src})
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import torch\nfrom torch import nn\nimport torch.nn.functional as F"))
+    problems = forbidden_calls.answer_problems(nb, "mha")
+    assert len(problems) == 1 and what in problems[0], problems
+
+
+@pytest.mark.parametrize("call", ["type(self).scaled_dot_product_attention", "super().scaled_dot_product_attention",
+                                  "self.scaled_dot_product_attention", "scaled_dot_product_attention"])
+def test_the_students_own_function_of_that_name_is_no_forbidden_use(call):
+    own = ("import torch\n\ndef scaled_dot_product_attention(q, k, v):\n    return torch.softmax(q @ k.T, -1) @ v\n\n"
+           f"class M:\n    def forward(self, q, k, v):\n        return {call}(q, k, v)\n")
+    nb = _notebook({"mha": own})
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import torch\nfrom torch import nn"))
+    assert forbidden_calls.answer_problems(nb, "mha") == []
 
 
 @pytest.mark.parametrize("src,what", [

@@ -231,6 +231,36 @@ class MultiHeadAttention(nn.Module):
         return (y, w) if need_weights else y
 '''
 
+MHA_IN_THREAD = MHA.replace("    def forward(self, x, mask=None, need_weights=False):\n",
+                            "    def forward(self, x, mask=None, need_weights=False):\n"
+                            "        from concurrent.futures import ThreadPoolExecutor\n"
+                            "        with ThreadPoolExecutor(1) as pool:\n"
+                            "            return pool.submit(self._forward, x, mask, need_weights).result()\n\n"
+                            "    def _forward(self, x, mask=None, need_weights=False):\n")
+
+MHA_THREAD_SDPA_MATH = '''
+import torch
+from concurrent.futures import ThreadPoolExecutor
+from torch import nn
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
+
+    def forward(self, x, mask=None, need_weights=False):
+        attend = getattr(torch, "_scaled_dot_product_" + "attention_math")
+        B, T, d = x.shape
+        h = self.n_heads
+        q, k, v = (l(x).view(B, T, h, -1).transpose(1, 2) for l in (self.W_q, self.W_k, self.W_v))
+        am = None if mask is None else torch.zeros(mask.shape, dtype=x.dtype).masked_fill(mask, float("-inf"))
+        with ThreadPoolExecutor(1) as pool:
+            y, att = pool.submit(attend, q, k, v, attn_mask=am).result()
+        y = self.W_o(y.transpose(1, 2).reshape(B, T, d))
+        return (y, att) if need_weights else y
+'''
+
 MHA_AVG_WEIGHTS = MHA.replace("return (y, att) if need_weights", "return (y, att.mean(dim=1)) if need_weights")
 
 MHA_DETACH = MHA.replace("att = att.softmax(dim=-1)", "att = att.softmax(dim=-1).detach()")
@@ -335,6 +365,10 @@ def merge_heads(x):
             (MHA_SDPA, "scaled_dot_product_attention"),
             (MHA_SDPA_ALIAS, "scaled_dot_product_attention"),
             (MHA_TORCH, "nn.MultiheadAttention"),
+            # red team, issue 12 round 3: torch's own attention, named through getattr, in a worker thread
+            # (torch's modes see the calling thread only); and the right maths moved to a thread
+            (MHA_THREAD_SDPA_MATH, "线程"),
+            (MHA_IN_THREAD, "线程"),
             # red team, issue 12: y of another shape without weights used to crash the judge (notebook 0)
             (MHA.replace("return (y, att) if need_weights else y", "return (y, att) if need_weights else y.transpose(0, 1)"),
              "need_weights=False 与 need_weights=True"),

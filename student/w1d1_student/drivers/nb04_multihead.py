@@ -7,8 +7,13 @@ names, structure facts and flags. No reference implementation lives here.
 Forbidden APIs (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`, their functional forms) are
 detected at run time by torch function/dispatch modes (`torch_calls.watching`), which see a call
 however it was reached; nothing is patched. The grader also rejects direct uses in the answer's
-source (autograder/forbidden_calls.py), which no code in the kernel can change.
+source (autograder/forbidden_calls.py), which no code in the kernel can change. The modes see only
+the calling thread, so starting a Python thread is itself reported.
 """
+import contextlib
+import sys
+import threading
+
 import numpy as np
 
 from ..driver import Driver, dtype_name, lookup, to_numpy
@@ -87,7 +92,7 @@ def _make_call_mha(watching):
     def call_mha(ns, case):
         torch = _torch()
         flags, detector = tripwires()
-        with detector:
+        with detector, _threads_started(flags):
             try:
                 m = _build(ns, case)
                 if case["kind"] == "struct":
@@ -105,6 +110,25 @@ def _make_call_mha(watching):
         return out
 
     return call_mha
+
+
+@contextlib.contextmanager
+def _threads_started(flags):
+    """flags["used_threads"]: the student's code started a Python thread (the torch modes above see the
+    calling thread only). Seen by threading's profile hook, and by threads still alive afterwards."""
+    before, started = set(sys._current_frames()), []
+
+    def hook(*args):
+        started.append(True)
+        sys.setprofile(None)
+
+    previous = threading.getprofile()
+    threading.setprofile(hook)
+    try:
+        yield
+    finally:
+        threading.setprofile(previous)
+        flags["used_threads"] = bool(started or set(sys._current_frames()) - before)
 
 
 def _build(ns, case):

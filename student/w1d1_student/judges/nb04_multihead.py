@@ -97,8 +97,15 @@ def _show(c):
     return f"B={c['B']}, T={c['T']}, d_model={c['d']}, n_heads={c['h']}, bias={c['bias']}, {c['dtype']}，掩码：{mask}"
 
 
+MSG_THREADS = ("本题的计算在别的线程里运行了：检查只看得见调用它的那个线程，看不到别的线程里调用了什么。"
+               "请在 forward 里直接计算，不要用 threading / ThreadPoolExecutor。本题计 0 分。")
+
+
 def hand_written(cases, results):
-    """SDPA or nn.MultiheadAttention anywhere costs the exercise."""
+    """SDPA or nn.MultiheadAttention anywhere, or work moved to another thread, costs the exercise."""
+    for res in results:
+        if isinstance(res, dict) and res.get("ok") and res["out"].get("used_threads"):
+            return fail(MSG_THREADS)
     for res in results:
         if isinstance(res, dict) and res.get("ok"):
             if res["out"].get("used_sdpa"):

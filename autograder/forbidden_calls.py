@@ -16,21 +16,33 @@ from IPython.core.inputtransformer2 import TransformerManager
 FORBIDDEN_APIS = {
     "mha": [("scaled_dot_product", "F.scaled_dot_product_attention"),
             ("multi_head_attention", "F.multi_head_attention_forward"),
-            ("MultiheadAttention", "nn.MultiheadAttention")],
+            ("MultiheadAttention", "nn.MultiheadAttention"),
+            ("Transformer", "nn.Transformer…（其中的 self_attn 就是 nn.MultiheadAttention）")],
 }
 MACHINERY_MODULES = ("w1d1_student", "autograder")
 MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_mode",
                    "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_disable_current_modes",
-                   "_len_torch_function_stack", "_get_current_dispatch_mode_stack")
+                   "_len_torch_function_stack", "_get_current_dispatch_mode_stack",
+                   # ways around it: a tensor subclass's handler runs with the modes off; a raw thread
+                   "__torch_function__", "__torch_dispatch__", "_thread", "start_new_thread", "_start_new_thread")
 
 _transformer = TransformerManager()
 
 
-def _tree(source):
+def _tree(source, ipython=True):
+    """The cell's syntax tree (IPython syntax allowed); a string inside a cell is read as plain Python, so
+    prose ending in `name?` is not taken for a help request. None when it is not code."""
     try:
-        return ast.parse(_transformer.transform_cell(source))
+        return ast.parse(_transformer.transform_cell(source) if ipython else source)
     except (SyntaxError, ValueError):
         return None  # it does not run either: the check finds nothing to grade
+
+
+def _strings(tree):
+    """(line, text) of the strings that may be code: not statements by themselves (docstrings)."""
+    inert = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in inert]
 
 
 def _names(node):
@@ -46,21 +58,23 @@ def _names(node):
         yield from (node.module or "").split(".")
         for alias in node.names:
             yield alias.name
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
 
 
-def machinery_uses(source):
+def machinery_uses(source, ipython=True):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
     prose mentions the grader (a docstring, an error message)."""
-    tree = _tree(source)
-    found = []
-    for node in ast.walk(tree) if tree is not None else ():
+    tree = _tree(source, ipython)
+    if tree is None:
+        return []
+    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=False)[:1]]
+    for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         for name in _names(node):
             if name in MACHINERY_MODULES or name in MACHINERY_NAMES:
                 found.append((line, name))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # shorter than its source: ends
-            found += [(line, what) for _, what in machinery_uses(node.value)[:1]]
         if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
                 and node.value.id == "sys"):
             found.append((line, "sys.modules"))
@@ -106,32 +120,58 @@ def _forbidden(name, apis):
     return next((api for part, api in apis if part in name), None)
 
 
-def forbidden_uses(source, grade_id, bindings=None):
-    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: imported from
-    torch, an attribute reached from torch (`F.…`, `nn.functional.…` with `nn` imported in any cell,
-    `__import__("torch").…`), named in a string, or in code held in a string (a `%%time` cell).
-    `bindings`: torch_bindings() of the notebook's cells (default: this cell's). A function or method of
-    the student's own (`self.…`, `super().…`, a name they defined) that shares the name is not one."""
+def own_names(trees):
+    """Names the student defines: functions, classes, parameters, assigned names and attributes, modules
+    imported from outside torch."""
+    own = set()
+    for node in (n for tree in trees for n in ast.walk(tree)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.arg):
+            own.add(node.arg)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            own.add(node.id if isinstance(node, ast.Name) else node.attr)
+        elif isinstance(node, ast.Import):
+            own |= {(a.asname or a.name).split(".")[0] for a in node.names if not _is_torch(a.name)}
+        elif isinstance(node, ast.ImportFrom) and not _is_torch(node.module):
+            own |= {a.asname or a.name for a in node.names}
+    return own
+
+
+def notebook_context(trees):
+    """What the check needs to know of the whole notebook: names bound to torch (the setup cell's `torch`,
+    `nn`, `F` count in every answer cell), whether torch is star-imported, and the student's own names."""
+    return (*torch_bindings(trees), own_names(trees))
+
+
+def forbidden_uses(source, grade_id, context=None, ipython=True):
+    """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: a torch name
+    holding one of its parts (imported from torch, or an attribute or name that is not one the student
+    defined: `F.…`, `nn_.…` however `nn_` was bound, `__import__("torch").…`), an identifier written as a
+    string, or code held in a string (a `%%time` body). The student's own function of the same name
+    (`self.…`, `super().…`, `type(self).…`) is not one unless it is reached from torch.
+    `context`: notebook_context() of the notebook (default: this cell's)."""
     apis = FORBIDDEN_APIS.get(grade_id)
-    tree = _tree(source) if apis else None
+    tree = _tree(source, ipython) if apis else None
     if tree is None:
         return []
-    bound, star = bindings if bindings is not None else torch_bindings([tree])
+    bound, star, own = context if context is not None else notebook_context([tree])
     found = []
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
         if isinstance(node, ast.ImportFrom) and _is_torch(node.module):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.Attribute) and _reaches_torch(node.value, bound):
-            names = [node.attr]
-        elif isinstance(node, ast.Name) and star:
-            names = [node.id]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names = [node.value] if node.value.isidentifier() else []
-            found += [(line, api) for _, api in forbidden_uses(node.value, grade_id, (bound, star))[:1]]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr] if node.attr not in own or _reaches_torch(node.value, bound) else []
+        elif isinstance(node, ast.Name):
+            names = [node.id] if node.id not in own or star else []
         else:
             names = []
-        found += [(line, api) for api in map(lambda n: _forbidden(n, apis), names) if api]
+        found += [(getattr(node, "lineno", 0), api) for api in map(lambda n: _forbidden(n, apis), names) if api]
+    for line, text in _strings(tree):
+        if text.isidentifier():
+            found += [(line, api) for api in [_forbidden(text, apis)] if api]
+        else:
+            found += [(line, api) for _, api in forbidden_uses(text, grade_id, (bound, star, own), ipython=False)[:1]]
     return found
 
 
@@ -152,11 +192,12 @@ def answer_problems(nb, grade_id):
     API costs the exercise that forbids it in any answer cell of the notebook (every one runs while grading)."""
     problems = []
     trees = [t for t in (_tree(c.source) for c in nb.cells if c.cell_type == "code") if t is not None]
-    bindings = torch_bindings(trees)  # `import torch` in the setup cell counts for every answer cell
+    context = notebook_context(trees)
     for cell in _answer_cells(nb):
         own = cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id
         for line, what in machinery_uses(cell.source)[:1] if own else ():
-            problems.append(f"{_where(cell, line)}引用了评分检查机制（`{what}`）：答案不能读取或改动检查代码，本题计 0 分")
-        for line, api in forbidden_uses(cell.source, grade_id, bindings)[:1]:
+            problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
+                            "检查代码，本题计 0 分")
+        for line, api in forbidden_uses(cell.source, grade_id, context)[:1]:
             problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")
     return problems

@@ -38,6 +38,13 @@ def test_correct_answers_pass_the_static_check(grade_id, src):
     ("y = torch._scaled_dot_product_attention_math", "F.scaled_dot_product_attention"),
     ("y = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu", "F.scaled_dot_product_attention"),
     ("%%time\ny = F.scaled_dot_product_attention(q, k, v)", "F.scaled_dot_product_attention"),
+    # red team round 4: reached without an import of its own
+    ("sa = nn.TransformerEncoderLayer(4, 2, batch_first=True).self_attn", "nn.Transformer"),
+    ("nn_, G = torch.nn, torch.nn.functional\nm = nn_.MultiheadAttention(4, 2)", "nn.MultiheadAttention"),
+    ("def f(q, k, v, G=torch.nn.functional):\n    return G.scaled_dot_product_attention(q, k, v)",
+     "F.scaled_dot_product_attention"),
+    ("class M:\n    def __init__(self):\n        self.G = F\n    def f(self, q, k, v):\n"
+     "        return self.G.scaled_dot_product_attention(q, k, v)", "F.scaled_dot_product_attention"),
 ])
 def test_torch_imported_by_the_setup_cell_counts_in_answer_cells(src, what):
     """Red team, issue 12 round 3: `torch`, `nn`, `F` come from the setup cell, not the answer cell."""
@@ -45,6 +52,18 @@ def test_torch_imported_by_the_setup_cell_counts_in_answer_cells(src, what):
     nb.cells.insert(0, nbformat.v4.new_code_cell("import torch\nfrom torch import nn\nimport torch.nn.functional as F"))
     problems = forbidden_calls.answer_problems(nb, "mha")
     assert len(problems) == 1 and what in problems[0], problems
+
+
+@pytest.mark.parametrize("text", ['"""手写多头注意力。为什么不直接用 nn.MultiheadAttention?"""',
+                                  '"""Why not nn.MultiheadAttention??"""',
+                                  '"""Same as:\n\nnn.MultiheadAttention(d_model, n_heads)\n"""',
+                                  'raise ValueError("mask 形状不对（不是 F.scaled_dot_product_attention 的约定?）")'])
+def test_prose_about_the_forbidden_apis_is_no_use(text):
+    """Red team round 4: a docstring ending in `name?` was taken for IPython's help syntax, then for code."""
+    src = f"def check_mask(mask):\n    {text}\n"
+    nb = _notebook({"mha": src})
+    nb.cells.insert(0, nbformat.v4.new_code_cell("import torch\nfrom torch import nn\nimport torch.nn.functional as F"))
+    assert forbidden_calls.answer_problems(nb, "mha") == []
 
 
 @pytest.mark.parametrize("call", ["type(self).scaled_dot_product_attention", "super().scaled_dot_product_attention",
@@ -84,6 +103,10 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     "from torch.overrides import _pop_mode",
     "%time import w1d1_student",
     "exec('import autograder')",
+    # red team round 4: ways around the run-time detection
+    "import _thread\n_thread.start_new_thread(print, ())",
+    "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+    "        return f(*a, **(k or {}))",
 ])
 def test_reference_to_the_checking_machinery_zeroes_its_exercise(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})

@@ -340,7 +340,10 @@ def merge_heads(x):
     },
     "mha": {
         "solution": notebook_solution("mha"),
-        "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP, MHA_OWN_SDPA_HELPER],
+        "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP, MHA_OWN_SDPA_HELPER,
+                    # red team round 4: a question in the docstring was read as IPython's `name?`
+                    MHA.replace("class MultiHeadAttention(nn.Module):\n",
+                                'class MultiHeadAttention(nn.Module):\n    """手写多头注意力。为什么不直接用 nn.MultiheadAttention?"""\n')],
         "buggy": [
             (MHA.replace("(att @ v).transpose(1, 2).contiguous().view(B, T, d)", "(att @ v).reshape(B, T, d)"),
              "§A.5"),

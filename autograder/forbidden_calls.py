@@ -8,6 +8,7 @@ modes off), and the exercise gets 0 with a reason. It sees what is written, not 
 code computes at run time; the run-time detection (w1d1_student/drivers/torch_calls.py) covers the rest.
 """
 import ast
+import functools
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -29,9 +30,11 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
 _transformer = TransformerManager()
 
 
+@functools.lru_cache(maxsize=4096)
 def _tree(source, ipython=True):
     """The cell's syntax tree (IPython syntax allowed); a string inside a cell is read as plain Python, so
-    prose ending in `name?` is not taken for a help request. None when it is not code."""
+    prose ending in `name?` is not taken for a help request. None when it is not code. Cached: every
+    exercise of a notebook reads the same cells (the trees are only read, never changed)."""
     try:
         return ast.parse(_transformer.transform_cell(source) if ipython else source)
     except (SyntaxError, ValueError):

@@ -16,12 +16,17 @@ from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties,
     CheckCellMetadata,
     ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
     GetGrades,
     LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 from autograder.feedback_page import SafeHTMLExporter, SafeOutputs  # noqa: E402
+from autograder.intake_chain import RepairSubmission, SubmissionReader  # noqa: E402
 from autograder.nbgrader_plugins import JudgeProbes, SandboxedExecute  # noqa: E402
 
 c = get_config()  # noqa: F821
@@ -36,6 +41,12 @@ c.ClearSolutions.text_stub = "在这里写下你的回答。"
 # restore deleted test / locked cells instead of silently skipping them
 c.OverwriteCells.add_missing_cells = True
 
+# intake on every path (grading command, nbgrader autograde, formgrader): read the file safely, then
+# repair the notebook before nbgrader's own steps (autograder/intake_chain.py)
+c.Autograde.exporter_class = SubmissionReader
+c.Autograde.sanitize_preprocessors = [
+    RepairSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+]
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, JudgeProbes, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,

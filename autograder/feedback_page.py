@@ -1,24 +1,29 @@
 """Feedback pages that carry no live student markup and stay small.
 
-Three layers (configured in nbgrader_config.py; the CSP is added when a page is written):
+Three layers (configured in nbgrader_config.py):
 1. `SafeOutputs` keeps only inert output types (text, images, HTML/markdown) and caps what a
    notebook's cells may put on the page, so a page stays under `MAX_PAGE_BYTES`;
 2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) and `SafeHTMLExporter` clean every
    rendered markdown cell and HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
    no style, images only from data: URLs);
-3. `finish_page` gives every page a Content-Security-Policy that forbids scripts (so MathJax does
+3. `finish_page` (called by the exporter itself, on every path) gives every page a
+   Content-Security-Policy that forbids scripts (so MathJax does
    not run either: formulas show as TeX source) and any request off the page.
 """
 import html
 import json
+import re
 
 import bleach
+import nbformat
 from bleach.css_sanitizer import CSSSanitizer
 from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool, Integer
+
+from .notes import stored_in
 
 MAX_PAGE_BYTES = 2_000_000
 CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; "
@@ -48,7 +53,12 @@ def clean_html(element):
 
 class SafeHTMLExporter(HTMLExporter):
     """HTML export whose rendered markdown is always cleaned: nbgrader's feedback template renders
-    graded (written-answer) cells with `markdown2html` alone, outside nbconvert's sanitising."""
+    graded (written-answer) cells with `markdown2html` alone, outside nbconvert's sanitising. Every
+    page it writes is finished here: the notes the chain stored in the notebook, the CSP, the size cap."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        output, resources = super().from_notebook_node(nb, resources, **kw)
+        return finish_page(output, stored_in(nb)), resources
 
     @pass_context
     def markdown2html(self, context, source):
@@ -78,7 +88,7 @@ class SafeOutputs(Preprocessor):
             if len(cell.source) > self.source_limit:
                 cell.source = cell.source[:self.source_limit] + "\n…（单元格太长，反馈里只显示开头）"
             if cell.cell_type != "code":
-                cell.pop("attachments", None)
+                _inert_attachments(cell)
                 continue
             kept = []
             for out in cell.get("outputs", []):
@@ -96,6 +106,25 @@ class SafeOutputs(Preprocessor):
                 kept.append(out)
             cell.outputs = kept
         return nb, resources
+
+
+ATTACHMENT_REF = re.compile(r"attachment:([^)\s\"'>]*)")
+
+
+def _inert_attachments(cell):
+    """A text cell keeps its PNG and JPEG attachments (shown from the page itself); a reference to any
+    other or a missing one points nowhere (nbconvert would stop on it: "missing attachment")."""
+    found = cell.get("attachments")
+    kept = {}
+    for name, data in (found.items() if isinstance(found, dict) else ()):
+        images = {k: v for k, v in data.items() if k in ("image/png", "image/jpeg") and isinstance(v, str)} \
+            if isinstance(data, dict) else {}
+        if images and isinstance(name, str):
+            kept[name] = images
+    cell.pop("attachments", None)
+    if kept:
+        cell.attachments = nbformat.from_dict(kept)
+    cell.source = ATTACHMENT_REF.sub(lambda m: m.group(0) if m.group(1) in kept else "#", cell.source)
 
 
 def banner(notes, shown=40):

@@ -11,6 +11,7 @@ import ast
 import functools
 
 from IPython.core.inputtransformer2 import TransformerManager
+from w1d1_student.cell_scope import copy_of
 
 # grade_id -> [(part of a torch name, how the course calls that API)]: every torch name holding the part
 # counts (`_scaled_dot_product_attention_math`, `_native_multi_head_attention`, …)
@@ -179,14 +180,18 @@ def forbidden_uses(source, grade_id, context=None, ipython=True):
 
 
 def _answer_cells(nb):
+    """Every code cell that answers an exercise: answer cells and their copies."""
     from nbgrader import utils
 
-    return [c for c in nb.cells if c.cell_type == "code" and utils.is_solution(c)]
+    return [c for c in nb.cells if c.cell_type == "code" and (utils.is_solution(c) or copy_of(c))]
+
+
+def _answer_of(cell):
+    return copy_of(cell) or cell.metadata.get("nbgrader", {}).get("grade_id", "?")
 
 
 def _where(cell, line):
-    gid = cell.metadata.get("nbgrader", {}).get("grade_id", "?")
-    return f"答案单元格 {gid} 第 {line} 行"
+    return f"答案单元格 {_answer_of(cell)} 第 {line} 行"
 
 
 def answer_problems(nb, grade_id):
@@ -197,7 +202,7 @@ def answer_problems(nb, grade_id):
     trees = [t for t in (_tree(c.source) for c in nb.cells if c.cell_type == "code") if t is not None]
     context = notebook_context(trees)
     for cell in _answer_cells(nb):
-        own = cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        own = _answer_of(cell) == grade_id
         for line, what in machinery_uses(cell.source)[:1] if own else ():
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")

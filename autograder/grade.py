@@ -21,7 +21,7 @@ from pathlib import Path
 from . import feedback_page, reports
 from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
 from .intake import fingerprint, list_students, read_submission
-from .notes import Note, for_page, from_data, printable
+from .notes import Note, for_page, from_data, printable, stored_in
 from .outdir import Output, OutputBusy, copy_gradebook, file_stamp, link_tree, read_state, tree_hash, write_state, write_text
 from .sandbox import SandboxUnavailable, describe_limits, probe
 
@@ -73,10 +73,17 @@ def grader_version():
     return tree_hash(REPO, files + [REPO / "nbgrader_config.py"])
 
 
-def _finish_nbgrader_feedback(work, student):
-    """nbgrader's own copy of the feedback gets the same CSP and size cap as ours."""
-    for page in (Path(work) / "feedback" / student / ASSIGNMENT).glob("*.html"):
-        write_text(page, feedback_page.finish_page(page.read_text(encoding="utf-8")))
+def chain_notes(work, student):
+    """{notebook: the notes nbgrader's chain stored in it} for one student's autograded notebooks."""
+    import nbformat
+
+    found = {}
+    for path in sorted((Path(work) / "autograded" / student / ASSIGNMENT).glob("*.ipynb")):
+        try:
+            found[path.stem] = stored_in(nbformat.read(path, as_version=4))
+        except Exception:  # our own file: a failure here is a grader bug, reported by the missing notes
+            found[path.stem] = []
+    return found
 
 
 def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
@@ -92,11 +99,9 @@ def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
     nbg.coursedir.config.JudgeProbes.seed = seed
     result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
     feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
-    if feedback["success"]:
-        _finish_nbgrader_feedback(work, student)
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
             "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"], "failed": failed,
-            "seconds": time.monotonic() - started}
+            "notes": chain_notes(work, student), "seconds": time.monotonic() - started}
 
 
 def _tolerant_autograde():
@@ -154,7 +159,8 @@ def _write_feedback(work, gen, student, rec, notebooks):
     dest.mkdir(parents=True)
     for name in notebooks:
         src = work / "feedback" / student / ASSIGNMENT / f"{name}.html"
-        mine = for_page(rec["notes"], name)
+        on_page = set(rec.get("in_page", {}).get(name, ()))  # the chain's own notes are on nbgrader's page
+        mine = [t for t in for_page(rec["notes"], name) if t not in on_page]
         target = dest / f"{name}.html"
         if rec["ok"] and name in rec["notebooks"] and src.exists():
             write_text(target, feedback_page.finish_page(src.read_text(encoding="utf-8"), mine))
@@ -340,6 +346,11 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     for sid, res in results.items():
         if tasks[sid]:
             continue
+        records[sid]["in_page"] = res.get("notes", {})
+        for name, texts in records[sid]["in_page"].items():
+            records[sid]["notes"] += [Note(name, t) for t in texts]
+            for text in texts:
+                log(f"  [{sid}] {text}")
         if not res["success"]:
             records[sid]["ok"] = False
             records[sid]["notes"].append(Note(None, "自动评分没有完成（评分系统错误），请联系助教。"))

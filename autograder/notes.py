@@ -6,6 +6,8 @@ by searching the text.
 import unicodedata
 from typing import NamedTuple
 
+from w1d1_student.cell_scope import OWN_KEY
+
 
 class Note(NamedTuple):
     notebook: str | None  # None: about the whole submission
@@ -52,3 +54,10 @@ def printable(name):
         else:
             out.append(ch)
     return "".join(out)
+
+
+def stored_in(nb):
+    """The notes nbgrader's chain stored in a graded notebook's metadata (autograder/intake_chain.py)."""
+    own = nb.get("metadata", {}).get(OWN_KEY)
+    notes = own.get("notes") if isinstance(own, dict) else None
+    return [printable(n) for n in notes if isinstance(n, str)] if isinstance(notes, list) else []

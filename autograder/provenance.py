@@ -9,7 +9,7 @@ an answer cell that defines nothing (for example one that imports the function f
 import ast
 
 from IPython.core.inputtransformer2 import TransformerManager
-from w1d1_student.cell_scope import python_in_namespace
+from w1d1_student.cell_scope import answer_cells, python_in_namespace
 
 _transformer = TransformerManager()
 
@@ -38,13 +38,13 @@ def defined_names(source):
 
 
 def answer_problems(nb, grade_id, names):
-    """Why exercise `grade_id` does not count as answered in its own cell ([] when it does)."""
-    from nbgrader import utils
-
-    answer = [c for c in nb.cells if utils.is_solution(c) and c.metadata.nbgrader.get("grade_id") == grade_id]
+    """Why exercise `grade_id` does not count as answered in its own cells ([] when it does): the answer
+    cell and its copies (which run where they stand) together."""
+    answer = answer_cells(nb, grade_id)
     if not answer:
         return ["找不到这道题的答案单元格"]
-    missing = [n for n in names if n not in defined_names(answer[0].source)]
+    defined = set().union(*(defined_names(c.source) for c in answer))
+    missing = [n for n in names if n not in defined]
     if missing:
         return ["答案单元格里没有定义 " + "、".join(f"`{n}`" for n in missing)
                 + "（导入或加载现成的实现不算作答）"]

@@ -116,3 +116,16 @@ def grade_both(submissions, tmp, **kw):
     return {"command": by_command(submissions, tmp / "by-command", **kw),
             "nbgrader": by_nbgrader(submissions, tmp / "by-nbgrader")}
 
+
+
+def through_chain(path, name=None):
+    """The notebook nbgrader's configured chain makes of the file at `path` (reading and repair),
+    without a kernel: what the rest of nbgrader's steps then work on."""
+    import nbformat
+
+    from autograder.intake_chain import RepairSubmission, SubmissionReader
+
+    reader = SubmissionReader()
+    reader.register_preprocessor(RepairSubmission(), enabled=True)
+    text, _ = reader.from_filename(str(path), {"nbgrader": {"notebook": name or Path(path).stem}})
+    return nbformat.reads(text, as_version=4)

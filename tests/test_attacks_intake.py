@@ -118,7 +118,7 @@ def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):
 
 def test_a_split_answer_cell_is_graded_whole(graded):
     assert points(graded["rows"], "split") == (full(), full())
-    assert "被拆成了几个单元格" in feedback(graded, "split")
+    assert "原来的位置运行" in feedback(graded, "split")
 
 
 def test_answers_under_time_and_capture_magics_get_full_marks(graded):

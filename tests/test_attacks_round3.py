@@ -172,8 +172,8 @@ def test_one_deadline_bounds_a_notebook_replays_included(tmp_path, work, monkeyp
 
 
 def test_a_broken_notebook_costs_only_itself(tmp_path, work, monkeypatch):
-    """B5: a notebook that makes nbgrader fail (a foreign answer cell pasted in) is tried twice;
-    the student's other notebook is executed once, and keeps its grade."""
+    """B5: a notebook that makes nbgrader fail (here its execution raises: the chain now repairs the
+    pasted cell that used to) is tried twice; the student's other notebook is executed once, and keeps its grade."""
     student = "retry"
     dest = work / "submitted" / student / ASSIGNMENT
     dest.mkdir(parents=True)
@@ -188,6 +188,8 @@ def test_a_broken_notebook_costs_only_itself(tmp_path, work, monkeypatch):
 
     def counted(self, nb, resources=None, km=None):
         runs.append(resources.get("unique_key"))
+        if resources.get("unique_key") == "06_api":
+            raise RuntimeError("grading this notebook fails")
         return original(self, nb, resources, km)
 
     monkeypatch.setattr(nbgrader_plugins.SandboxedExecute, "preprocess", counted)

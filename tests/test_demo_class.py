@@ -5,6 +5,8 @@ from pathlib import Path
 
 from autograder.course import ASSIGNMENT, available_notebooks
 from autograder.intake import read_submission
+from autograder.notes import stored_in
+from tests.entry_points import through_chain
 from tools import demo_class
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo_class"
@@ -24,3 +26,5 @@ def test_grading_the_demo_class_reports_no_tampering(tmp_path):
         sub = read_submission(folder, available_notebooks(), tmp_path / folder.name / ASSIGNMENT)
         assert sub.notebooks and not sub.broken, folder.name
         assert sub.notes == [], (folder.name, sub.notes)
+        for path in sub.notebooks.values():  # nbgrader's chain repairs nothing either
+            assert stored_in(through_chain(path)) == [], (folder.name, path.name)

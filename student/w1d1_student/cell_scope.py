@@ -14,6 +14,11 @@ from collections import Counter
 
 from .registry import NOTEBOOK_OF
 
+# cell metadata only the grader writes (intake clears any a student sent): {COPY_KEY: grade_id} marks a
+# copy of an answer cell, which runs where it stands, as at home
+OWN_KEY = "w1d1"
+COPY_KEY = "copy_of"
+
 
 def _only_definitions(source):
     """A course cell that only imports and defines (functions, classes): cheap, prints nothing."""
@@ -25,15 +30,33 @@ def _only_definitions(source):
     return bool(body) and all(isinstance(node, kinds) for node in body)
 
 
+def copy_of(cell):
+    """The grade_id of the answer this cell is a copy of (marked by intake), or None."""
+    own = cell.get("metadata", {}).get(OWN_KEY)
+    gid = own.get(COPY_KEY) if isinstance(own, dict) else None
+    return gid if isinstance(gid, str) else None
+
+
+def answer_cells(nb, grade_id):
+    """The cells that answer `grade_id`: its answer cell and the copies of it, in notebook order."""
+    return [c for c in nb["cells"] if c.get("cell_type") == "code" and (copy_of(c) == grade_id or (
+        isinstance(c.get("metadata", {}).get("nbgrader"), dict) and c["metadata"]["nbgrader"].get("solution")
+        and c["metadata"]["nbgrader"].get("grade_id") == grade_id))]
+
+
 def grading_cells(nb):
     """Indices of the cells a grading kernel runs: the first locked code cell of the course (setup),
     locked course cells that only define things (a class the checks use, say), every answer cell
-    and every test cell of the notebook's own exercises. `nb` is a notebook node or the plain JSON dict."""
+    (copies included) and every test cell of the notebook's own exercises. `nb` is a notebook node
+    or the plain JSON dict."""
     run, setup, exercise_of = set(), None, {}
     for i, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") != "code":
             continue
         meta = cell.get("metadata", {}).get("nbgrader")
+        if copy_of(cell):
+            exercise_of[i] = _notebook_of(copy_of(cell))
+            continue
         if not isinstance(meta, dict):
             continue
         if meta.get("solution") or meta.get("grade"):

@@ -1,0 +1,130 @@
+"""Intake inside nbgrader's own chain (nbgrader_config.py), so every path grades the same notebook.
+
+`python -m autograder grade`, `nbgrader autograde` and formgrader's button all read a submitted
+notebook with `SubmissionReader` and repair it with `RepairSubmission` before any other nbgrader step:
+
+- `SubmissionReader` (the Autograde exporter) reads a regular file only (no link, device or
+  oversized file), as UTF-8 JSON with every string made encodable, within a cell limit; a notebook it
+  cannot read is replaced by the released one (it scores 0) and says why;
+- `RepairSubmission` runs autograder/repair.py and stores the notes in the notebook's metadata
+  (`OWN_KEY`), where the feedback exporter shows them.
+"""
+import datetime
+import functools
+import json
+import os
+import stat
+
+import nbformat
+from nbconvert.exporters import NotebookExporter
+from nbgrader.preprocessors import NbGraderPreprocessor
+from w1d1_student.cell_scope import OWN_KEY
+
+from . import repair
+from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from .notes import printable
+
+MAX_FILE_BYTES = 20 * 2**20        # one submitted file
+MAX_CELLS = 2000                   # the released notebooks have about a hundred
+NOTES = "w1d1_notes"               # resources key: notes gathered while reading
+REFUSED = {"symlink": "是符号链接", "special": "不是普通文件（设备、FIFO 或套接字）",
+           "big": f"超过 {MAX_FILE_BYTES // 2**20} MB"}
+
+
+class Unreadable(Exception):
+    pass
+
+
+def file_kind(st):
+    """"file", or why a file is refused: "symlink", "special", "big"."""
+    if stat.S_ISLNK(st.st_mode):
+        return "symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "special"
+    return "big" if st.st_size > MAX_FILE_BYTES else "file"
+
+
+def read_bytes(path):
+    """A regular file's bytes, refusing links and special files even if swapped in after a check."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("不是普通文件")
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(f"超过 {MAX_FILE_BYTES // 2**20} MB")
+    return data
+
+
+def parse_notebook(data):
+    """A v4 notebook from a file's bytes, every string encodable; raises Unreadable saying why."""
+    try:
+        raw = repair.encodable(json.loads(data.decode("utf-8")))
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # bad JSON, bad UTF-8, too deep, wrong schema …
+        raise Unreadable(f"{type(exc).__name__}: {printable(str(exc))[:200]}") from None
+    if len(nb.cells) > MAX_CELLS:
+        raise Unreadable(f"有 {len(nb.cells)} 个单元格，超过上限 {MAX_CELLS}")
+    return nb
+
+
+def read_notebook(path):
+    """(notebook, None) or (None, why it cannot be graded) for the file at `path`."""
+    try:
+        kind = file_kind(os.lstat(path))
+        if kind != "file":
+            return None, REFUSED[kind]
+        return parse_notebook(read_bytes(path)), None
+    except Unreadable as exc:
+        return None, f"文件损坏或不是合法的笔记本：{exc}"
+    except OSError as exc:
+        return None, f"无法读取：{type(exc).__name__}"
+
+
+@functools.lru_cache(maxsize=None)
+def _course_notebook(folder, name):
+    return nbformat.writes(nbformat.read(folder / ASSIGNMENT / f"{name}.ipynb", as_version=4))
+
+
+def course_notebook(folder, name):
+    """A fresh copy of notebook `name` of the release (RELEASE_DIR) or the source (SOURCE_DIR)."""
+    return nbformat.reads(_course_notebook(folder, name), as_version=4)
+
+
+class SubmissionReader(NotebookExporter):
+    """nbgrader's notebook exporter, reading the submitted file as intake does."""
+
+    def from_filename(self, filename, resources=None, **kw):
+        resources = resources if resources is not None else {}
+        path, basename = os.path.split(filename)
+        name = os.path.splitext(basename)[0]
+        resources.setdefault("metadata", {})
+        resources["metadata"].update(name=name, path=path)
+        try:
+            mtime = os.lstat(filename).st_mtime
+            resources["metadata"]["modified_date"] = datetime.datetime.fromtimestamp(mtime).strftime("%B %d, %Y")
+        except OSError:
+            pass
+        nb, why = read_notebook(filename)
+        if nb is None:
+            nb = course_notebook(RELEASE_DIR, name)
+            resources.setdefault(NOTES, []).append(f"`{printable(basename)}` {why}，按未作答的发布版评分，这本笔记本记 0 分。")
+        return self.from_notebook_node(nb, resources, **kw)
+
+
+class RepairSubmission(NbGraderPreprocessor):
+    """The first step of sanitizing: autograder/repair.py on the submitted notebook; its notes (and the
+    reader's) go into the notebook's own metadata for the feedback page and the grading command."""
+
+    def preprocess(self, nb, resources):
+        name = resources.get("nbgrader", {}).get("notebook") or resources.get("metadata", {}).get("name")
+        notes = list(resources.get(NOTES, []))
+        try:
+            notes += repair.repair(name, nb, course_notebook(RELEASE_DIR, name), course_notebook(SOURCE_DIR, name))
+        except Exception as exc:  # a repair that fails costs this notebook only
+            nb = course_notebook(RELEASE_DIR, name)
+            notes.append(f"{name}：这本笔记本无法处理（{type(exc).__name__}），按未作答的发布版评分，记 0 分。请联系助教。")
+        nb.metadata[OWN_KEY] = {"notes": [printable(n) for n in notes]}
+        return nb, resources

@@ -1,0 +1,313 @@
+"""Repairs of one submitted notebook before nbgrader sees it, each with a note for the student.
+
+Pure functions of (notebook, release, source): no files. `intake_chain.RepairSubmission` runs them as
+the first step of nbgrader's own chain, so the grading command and `nbgrader autograde` (formgrader's
+button included) repair every submission the same way.
+
+- every string of the notebook is encodable (a lone surrogate becomes U+FFFD), every note printable;
+- nbgrader metadata: well-typed, a released grade_id gets the released metadata back, a grade_id the
+  notebook does not have makes a plain cell; metadata an editor stripped is recognised by cell id, or
+  by the released signature line;
+- copies of an answer cell (split or pasted) stay where they are and run there, as at home; copies
+  of a test or locked cell are ignored; cell ids are unique; the kernel is the course's.
+"""
+import ast
+import copy
+import math
+import re
+import uuid
+
+import nbformat
+from w1d1_student.cell_scope import COPY_KEY, OWN_KEY
+
+from .notes import printable
+
+# the nbgrader cell metadata this course writes, with the types nbgrader expects
+META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
+              "points": (int, float), "schema_version": int, "cell_type": str, "checksum": str}
+GRADE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
+CELL_ID = re.compile(r"^[A-Za-z0-9\-_]{1,64}$")
+IGNORED_COPY = "# （重复的单元格，已忽略）"
+
+
+def encodable(value):
+    """`value` (JSON data) with every lone surrogate, in keys and values alike, as U+FFFD."""
+    if isinstance(value, str):
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in value) if _has_surrogate(value) else value
+    if isinstance(value, list):
+        return [encodable(v) for v in value]
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    return value
+
+
+def _has_surrogate(text):
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True
+
+
+def grade_id(cell):
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta.get("grade_id") if isinstance(meta, dict) else None
+
+
+def _meta(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+def meta_problem(meta):
+    """Why a cell's nbgrader metadata is unusable (None when it is fine)."""
+    if not isinstance(meta, dict):
+        return f"不是字典而是 {type(meta).__name__}"
+    for key, value in meta.items():
+        want = META_TYPES.get(key)
+        if want is None:
+            return f"多了未知字段 `{printable(str(key))[:40]}`"
+        if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+            return f"字段 `{key}` 的类型错了"
+    if "grade_id" in meta and not GRADE_ID.match(meta["grade_id"]):
+        return "grade_id 不合法"
+    if "points" in meta and not (math.isfinite(meta["points"]) and 0 <= meta["points"] <= 1000):
+        return "points 不合法"
+    if any(meta.get(k) for k in ("grade", "solution", "locked", "task")) and "grade_id" not in meta:
+        return "缺少 grade_id"
+    return None
+
+
+def _nbgrader_problem(cell):
+    """What nbgrader's own cell-metadata validator says (missing keys, markdown grade cells …)."""
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    try:
+        MetadataValidator().validate_cell(cell)
+    except Exception as exc:
+        return f"nbgrader 拒绝：{type(exc).__name__}"
+    return None
+
+
+def _clear_own_keys(nb):
+    """Keys only the grader writes: whatever a student put there is dropped."""
+    nb.metadata.pop(OWN_KEY, None)
+    for cell in nb.cells:
+        cell.metadata.pop(OWN_KEY, None)
+
+
+def restore_metadata(name, nb, release):
+    """Well-typed nbgrader metadata on every cell, the released kernel. Returns notes."""
+    notes = []
+    released = {grade_id(c): c.metadata["nbgrader"] for c in release.cells if grade_id(c)}
+    nb.metadata = nbformat.from_dict({k: release.metadata[k] for k in ("kernelspec", "language_info")
+                                      if k in release.metadata})
+    for i, cell in enumerate(nb.cells):
+        if "nbgrader" not in cell.metadata:
+            continue
+        why = meta_problem(cell.metadata["nbgrader"])
+        gid = None if why else cell.metadata["nbgrader"].get("grade_id")
+        if gid in released:
+            cell.metadata["nbgrader"] = copy.deepcopy(released[gid])
+            continue
+        if gid is not None:  # pasted from another notebook, or made up: nbgrader would choke on it
+            del cell.metadata["nbgrader"]
+            notes.append(f"{name}：第 {i + 1} 个单元格标着本笔记本没有的题目 `{gid}`，"
+                         "已当作你自己添加的普通单元格（内容保留，评分时不运行）。")
+            continue
+        why = why or _nbgrader_problem(cell)
+        if why:
+            del cell.metadata["nbgrader"]
+            notes.append(f"{name}：第 {i + 1} 个单元格的 nbgrader 元数据被改坏了（{why}），已忽略这份元数据。")
+    return notes
+
+
+def _signatures(source):
+    """The top-level `def`/`class` lines of a cell, in order."""
+    return [line.rstrip() for line in source.splitlines() if line.startswith(("def ", "class "))]
+
+
+def _check_target(source):
+    """The grade_id a test cell's check("…") names, or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
+            if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                hidden = any(k.arg == "hidden" for k in node.keywords)
+                return "test_" + node.args[0].value + ("__hidden" if hidden else "")
+    return None
+
+
+def _answer_by_signature(cell, answers, present):
+    """The answer (release cell) whose released signature lines all stand in `cell`, the one whose
+    signature comes last when several do (helpers are defined first)."""
+    lines = _signatures(cell.source)
+    best, at = None, -1
+    for gid, stub in answers.items():
+        wanted = _signatures(stub.source)
+        if gid not in present and wanted and all(w in lines for w in wanted):
+            last = max(lines.index(w) for w in wanted)
+            if last > at:
+                best, at = stub, last
+    return best
+
+
+def recover_stripped(name, nb, release):
+    """Cells whose nbgrader metadata an editor removed (Colab does), recognised by their cell id, or
+    else by content: a locked or test cell by its released source, an answer by its released signature
+    lines, a test by the check it calls."""
+    present = {grade_id(c) for c in nb.cells if grade_id(c)}
+    marked = [c for c in release.cells if grade_id(c)]
+    by_id = {c.get("id"): c for c in marked}
+    by_source = {}
+    for c in marked:
+        if not _meta(c).get("solution"):
+            by_source.setdefault((c.cell_type, c.source.strip()), []).append(c)
+    answers = {grade_id(c): c for c in marked if _meta(c).get("solution") and c.cell_type == "code"}
+    by_check = {grade_id(c): c for c in marked if _meta(c).get("grade") and not _meta(c).get("solution")}
+    found = {"id": 0, "content": 0}
+    for cell in nb.cells:
+        if "nbgrader" in cell.metadata:
+            continue
+        match, how = by_id.get(cell.get("id")), "id"
+        if match is None or grade_id(match) in present:
+            same = by_source.get((cell.cell_type, cell.source.strip()), [])
+            match, how = next((c for c in same if grade_id(c) not in present), None), "content"
+        if (match is None or grade_id(match) in present) and cell.cell_type == "code":
+            match = _answer_by_signature(cell, answers, present) or by_check.get(_check_target(cell.source))
+        if match is None or match.cell_type != cell.cell_type or grade_id(match) in present:
+            continue
+        cell.metadata["nbgrader"] = copy.deepcopy(match.metadata["nbgrader"])
+        present.add(grade_id(match))
+        found[how] += _meta(match).get("solution", False) or _meta(match).get("grade", False)
+    notes = []
+    if found["id"] or found["content"]:
+        ways = "、".join(w for w, n in ((" 单元格 id ", found["id"]), ("内容（函数签名、检查调用）", found["content"])) if n)
+        notes.append(f"{name}：{found['id'] + found['content']} 个答案或检查单元格的 nbgrader 元数据被编辑器删掉了"
+                     f"（例如 Colab），已按{ways}认出并恢复，照常评分。")
+    return notes
+
+
+def answer_copies(name, nb):
+    """Copies of an answer cell (JupyterLab's split cell, a pasted copy): a code copy keeps its place
+    and is marked to run there, as it ran at home; a written-answer copy is joined into the first."""
+    notes, first, kept = [], {}, []
+    for cell in nb.cells:
+        meta = _meta(cell)
+        head = first.setdefault(meta.get("grade_id"), cell) if meta.get("solution") else cell
+        if head is cell:
+            kept.append(cell)
+            continue
+        gid = meta["grade_id"]
+        del cell.metadata["nbgrader"]
+        if cell.cell_type == "code" and head.cell_type == "code":
+            cell.metadata[OWN_KEY] = {COPY_KEY: gid}
+            kept.append(cell)
+            notes.append(f"{name}：答案单元格 `{gid}` 有几份（拆分或复制的单元格）：评分时每一份都在它原来的位置运行，"
+                         "和在家从上到下运行时一样。")
+        elif cell.cell_type == head.cell_type:
+            head.source = head.source.rstrip("\n") + "\n\n" + cell.source
+            notes.append(f"{name}：文字答案 `{gid}` 被拆成了几个单元格，评分时按顺序合并成一个。")
+        else:
+            kept.append(cell)
+    nb.cells = kept
+    return list(dict.fromkeys(notes))
+
+
+def tamper_notes(name, nb, source):
+    """What changed in the locked and test cells, compared with the source notebook."""
+    protected = {grade_id(c): c for c in source.cells
+                 if _meta(c).get("locked") or (_meta(c).get("grade") and not _meta(c).get("solution"))}
+    seen = {}
+    for cell in nb.cells:
+        gid = grade_id(cell)
+        if gid:
+            seen.setdefault(gid, []).append(cell)
+    notes = []
+    for gid, cells in seen.items():
+        if len(cells) > 1:
+            notes.append(f"{name}：单元格 `{gid}` 出现了 {len(cells)} 次，只按第一个评分。")
+    for gid, src_cell in protected.items():
+        if not gid.startswith("test_") and src_cell.cell_type == "markdown":
+            continue
+        cells = seen.get(gid)
+        if not cells:
+            notes.append(f"{name}：锁定单元格 `{gid}` 被删除了，评分时已按原样恢复。")
+        elif cells[0].cell_type != src_cell.cell_type:
+            notes.append(f"{name}：锁定单元格 `{gid}` 的类型被改成了 {cells[0].cell_type}，评分时已恢复。")
+        elif cells[0].source.strip() != src_cell.source.strip() and not gid.startswith("test_"):
+            notes.append(f"{name}：锁定单元格 `{gid}` 被修改了，评分时已恢复原样。")
+        elif gid.startswith("test_") and _public_part(cells[0].source) != _public_part(src_cell.source):
+            notes.append(f"{name}：测试单元格 `{gid}` 被修改了，评分时已恢复原样。")
+    return notes
+
+
+def _public_part(source):
+    out, hidden = [], False
+    for line in source.splitlines():
+        if "BEGIN HIDDEN TESTS" in line:
+            hidden = True
+        elif "END HIDDEN TESTS" in line:
+            hidden = False
+        elif not hidden and not line.startswith("# 隐藏检查"):
+            out.append(line.rstrip())
+    return "\n".join(out).strip()
+
+
+def drop_duplicates(nb):
+    """Keep the first cell of each grade_id (the rule for every cell; nbgrader's DeduplicateIds keeps
+    the last, so it must find none left); later copies lose their nbgrader metadata and do not run."""
+    seen = set()
+    for cell in nb.cells:
+        gid = grade_id(cell)
+        if gid in seen:
+            del cell.metadata["nbgrader"]
+            if cell.cell_type == "code":
+                cell.source = IGNORED_COPY
+        elif gid:
+            seen.add(gid)
+
+
+def restore_missing(name, nb, release):
+    """Put back every released answer, test and locked cell the notebook lacks, right after the
+    released cell before it (nbgrader's own OverwriteCells assumes that one is an answer or test cell
+    and stops on a prompt). A restored answer is the released stub: that exercise is unanswered."""
+    present = {grade_id(c): c for c in nb.cells if grade_id(c)}
+    anchor, notes = None, []
+    for cell in release.cells:
+        gid = grade_id(cell)
+        if not gid:
+            continue
+        if gid in present:
+            anchor = present[gid]
+            continue
+        at = next(i for i, c in enumerate(nb.cells) if c is anchor) + 1 if anchor is not None else 0
+        anchor = copy.deepcopy(cell)
+        nb.cells.insert(at, anchor)
+        if _meta(cell).get("solution"):
+            notes.append(f"{name}：找不到答案单元格 `{gid}`（删掉了或改坏了），按未作答评分。")
+    return notes
+
+
+def unique_ids(nb):
+    seen = set()
+    for cell in nb.cells:
+        cid = cell.get("id")
+        if not isinstance(cid, str) or not CELL_ID.match(cid) or cid in seen:
+            cid = cell["id"] = uuid.uuid4().hex[:16]
+        seen.add(cid)
+
+
+def repair(name, nb, release, source):
+    """Every repair of one notebook `nb` (changed in place), in order. Returns the notes (printable)."""
+    _clear_own_keys(nb)
+    notes = restore_metadata(name, nb, release)
+    notes += recover_stripped(name, nb, release)
+    notes += answer_copies(name, nb)
+    notes += tamper_notes(name, nb, source)
+    drop_duplicates(nb)
+    notes += restore_missing(name, nb, release)
+    unique_ids(nb)
+    return [printable(n) for n in notes]

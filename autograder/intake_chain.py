@@ -80,7 +80,7 @@ def read_notebook(path):
     except Unreadable as exc:
         return None, f"文件损坏或不是合法的笔记本：{exc}"
     except OSError as exc:
-        return None, f"无法读取：{type(exc).__name__}"
+        return None, type(exc).__name__
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,7 +110,7 @@ class SubmissionReader(NotebookExporter):
         nb, why = read_notebook(filename)
         if nb is None:
             nb = course_notebook(RELEASE_DIR, name)
-            resources.setdefault(NOTES, []).append(f"`{printable(basename)}` {why}，按未作答的发布版评分，这本笔记本记 0 分。")
+            resources.setdefault(NOTES, []).append(f"`{printable(basename)}` 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")
         return self.from_notebook_node(nb, resources, **kw)
 
 

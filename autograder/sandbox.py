@@ -6,9 +6,12 @@ folder: a size-capped tmpfs filled with copies of the submission's regular files
 kernel writes there survives it, so the grader never reads or writes a file a kernel left behind.
 The companion script and the reference implementation are not visible at all: wherever the
 grader's Python would find them, the sandbox shows a stub.
+A seccomp filter (no_processes.py) keeps the kernel to one process: threads work, fork, vfork and
+clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
 """
+import atexit
 import functools
 import importlib.util
 import json
@@ -28,7 +31,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 from w1d1_student.runner import CASES_ENV
 
-from . import cgroup_limits
+from . import cgroup_limits, no_processes
 
 CASE_FILE = "/opt/w1d1/cases.json"        # this run's cases, inside the sandbox
 HOME = "/home/student"
@@ -158,18 +161,48 @@ def write_case_file(folder, seed):
     return path
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None):
-    """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root)."""
+@functools.lru_cache(maxsize=1)
+def _filter_folder():
+    """A private folder of this process's for the compiled seccomp filter (removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="w1d1s-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+SECCOMP_FD = 3
+# inside the sandbox: copy the inbox into the working folder, then become the kernel, all in one
+# process (the seccomp filter allows no child, so no `sh -c 'cp ...'`)
+LAUNCHER = """import os, sys
+src = sys.argv[1]
+for name in sorted(os.listdir(src)):
+    path = os.path.join(src, name)
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as f, open(name, "wb") as g:
+            g.write(f.read())
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None, filter_dir=None):
+    """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
+    the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
+    this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
+    Raises SandboxUnavailable where no filter is known for this machine."""
     limits = limits or Limits()
     own_uid = own_uid_works() if own_uid is None else own_uid
-    args = [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
+    try:
+        program = no_processes.write_program(filter_dir or _filter_folder())
+    except no_processes.UnsupportedArch as exc:
+        raise SandboxUnavailable(str(exc)) from exc
+    args = ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program,
+            _tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
             f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
     if own_uid:  # privileged bwrap, no user namespace: the uid switch below is a real host uid
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-all"]
-    args += ["--clearenv", "--die-with-parent", "--new-session",
+    args += ["--clearenv", "--die-with-parent", "--new-session", "--seccomp", str(SECCOMP_FD),
              "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
@@ -202,7 +235,7 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
         args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]
     if inbox is not None:  # fill the private working folder, then become the kernel
-        args += ["/bin/sh", "-c", f'cp -p {INBOX}/* . 2>/dev/null; exec "$@"', "sh"]
+        args += [str(Path(sys.executable)), "-I", "-S", "-c", LAUNCHER, INBOX]
     return args + list(cmd)
 
 
@@ -330,7 +363,7 @@ class SandboxKernelManager(AsyncKernelManager):
                     os.chown(p, uid, uid)
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
                                 Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
-                                case_file=case_file, own_uid=uid is not None, uid=uid)
+                                case_file=case_file, own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
                 self._leftovers.append(self._cgroup)

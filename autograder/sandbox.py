@@ -2,10 +2,11 @@
 
 Each kernel sees the Python environment read-only (with the student package, which holds no
 answers), this run's case file read-only (at a neutral path, inputs only), and a private working
-folder: a size-capped tmpfs filled with copies of the submission's regular files. Nothing the
-kernel writes there survives it, so the grader never reads or writes a file a kernel left behind.
-The companion script and the reference implementation are not visible at all: wherever the
-grader's Python would find them, the sandbox shows a stub.
+folder: a size-capped tmpfs filled with copies of the course's released files (notebooks/w1d1/,
+never the student's folder: nothing a student submitted beside the notebook is there to import or
+read). Nothing the kernel writes there survives it, so the grader never reads or writes a file a
+kernel left behind. The companion script and the reference implementation are not visible at all:
+there and wherever the grader's Python would find them, the sandbox shows a stub.
 A seccomp filter (no_processes.py) keeps the kernel to one process: threads work, fork, vfork and
 clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
@@ -32,6 +33,7 @@ from traitlets import Bool, Integer, Unicode
 from w1d1_student.runner import CASES_ENV
 
 from . import cgroup_limits, no_processes
+from .course import ASSIGNMENT, RELEASE_DIR
 
 CASE_FILE = "/opt/w1d1/cases.json"        # this run's cases, inside the sandbox
 HOME = "/home/student"
@@ -44,6 +46,7 @@ STUB_TEXT = '''"""评分时没有这个模块：答案必须自己实现。"""
 def __getattr__(name):
     raise AttributeError(f"评分时 {__name__} 不可用（用到了 `{name}`）：答案必须在答案单元格里自己实现。")
 '''
+RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
 MB = 2**20
@@ -92,8 +95,9 @@ def hidden_paths():
 
 
 def fill_inbox(source, inbox):
-    """Copy the submission folder's regular files (no links, no devices, no folders) into `inbox`;
-    the companion script and the reference become stubs. Returns the names copied."""
+    """Copy the regular files (no links, no devices, no folders) of `source`, the course's release
+    (RELEASED_FILES), into `inbox`; the companion script and the reference become stubs. Returns the
+    names copied."""
     inbox = Path(inbox)
     names = []
     for entry in sorted(os.scandir(source), key=lambda e: e.name) if source and os.path.isdir(source) else []:
@@ -352,11 +356,12 @@ class SandboxKernelManager(AsyncKernelManager):
             self._leftovers.append(self._case_dir)
         case_file = write_case_file(self._case_dir, self.grader_seed)
         if self.sandbox:
-            source = Path(kw.get("cwd") or os.getcwd()).resolve()
+            # the working folder: the release's files, never the folder nbgrader grades in (kw["cwd"],
+            # which holds whatever the student submitted beside the notebook)
             if self._inbox is None:
                 self._inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
                 self._leftovers.append(self._inbox)
-                fill_inbox(source, self._inbox)
+                fill_inbox(RELEASED_FILES, self._inbox)
             uid = kernel_uid() if own_uid_works() else None
             if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
                 for p in (self._socket_dir, Path(self.connection_file)):

@@ -226,7 +226,7 @@ CONFINED = textwrap.dedent('''
 def test_confined_python_has_threads_but_no_processes(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    sandbox.fill_inbox(sandbox.RELEASED_FILES, inbox)
+    sandbox.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
     run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], inbox, None),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]

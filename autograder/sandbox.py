@@ -2,13 +2,17 @@
 
 Each kernel sees the Python environment read-only (with the student package, which holds no
 answers), this run's case file read-only (at a neutral path, inputs only), and a private working
-folder: a size-capped tmpfs filled with copies of the submission's regular files. Nothing the
-kernel writes there survives it, so the grader never reads or writes a file a kernel left behind.
-The companion script and the reference implementation are not visible at all: wherever the
-grader's Python would find them, the sandbox shows a stub.
+folder: a size-capped tmpfs filled with copies of the course's released files (notebooks/w1d1/,
+never the student's folder: nothing a student submitted beside the notebook is there to import or
+read). Nothing the kernel writes there survives it, so the grader never reads or writes a file a
+kernel left behind. The companion script and the reference implementation are not visible at all:
+there and wherever the grader's Python would find them, the sandbox shows a stub.
+A seccomp filter (no_processes.py) keeps the kernel to one process: threads work, fork, vfork and
+clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
 """
+import atexit
 import functools
 import importlib.util
 import json
@@ -28,7 +32,8 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 from w1d1_student.runner import CASES_ENV
 
-from . import cgroup_limits
+from . import cgroup_limits, no_processes
+from .course import ASSIGNMENT, RELEASE_DIR
 
 CASE_FILE = "/opt/w1d1/cases.json"        # this run's cases, inside the sandbox
 HOME = "/home/student"
@@ -41,6 +46,7 @@ STUB_TEXT = '''"""评分时没有这个模块：答案必须自己实现。"""
 def __getattr__(name):
     raise AttributeError(f"评分时 {__name__} 不可用（用到了 `{name}`）：答案必须在答案单元格里自己实现。")
 '''
+RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
 MB = 2**20
@@ -89,8 +95,9 @@ def hidden_paths():
 
 
 def fill_inbox(source, inbox):
-    """Copy the submission folder's regular files (no links, no devices, no folders) into `inbox`;
-    the companion script and the reference become stubs. Returns the names copied."""
+    """Copy the regular files (no links, no devices, no folders) of `source`, the course's release
+    (RELEASED_FILES), into `inbox`; the companion script and the reference become stubs. Returns the
+    names copied."""
     inbox = Path(inbox)
     names = []
     for entry in sorted(os.scandir(source), key=lambda e: e.name) if source and os.path.isdir(source) else []:
@@ -158,18 +165,48 @@ def write_case_file(folder, seed):
     return path
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None):
-    """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root)."""
+@functools.lru_cache(maxsize=1)
+def _filter_folder():
+    """A private folder of this process's for the compiled seccomp filter (removed at exit)."""
+    folder = tempfile.mkdtemp(prefix="w1d1s-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+SECCOMP_FD = 3
+# inside the sandbox: copy the inbox into the working folder, then become the kernel, all in one
+# process (the seccomp filter allows no child, so no `sh -c 'cp ...'`)
+LAUNCHER = """import os, sys
+src = sys.argv[1]
+for name in sorted(os.listdir(src)):
+    path = os.path.join(src, name)
+    if os.path.isfile(path) and not os.path.islink(path):
+        with open(path, "rb") as f, open(name, "wb") as g:
+            g.write(f.read())
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None, filter_dir=None):
+    """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
+    the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
+    this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
+    Raises SandboxUnavailable where no filter is known for this machine."""
     limits = limits or Limits()
     own_uid = own_uid_works() if own_uid is None else own_uid
-    args = [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
+    try:
+        program = no_processes.write_program(filter_dir or _filter_folder())
+    except no_processes.UnsupportedArch as exc:
+        raise SandboxUnavailable(str(exc)) from exc
+    args = ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program,
+            _tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
             f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
     if own_uid:  # privileged bwrap, no user namespace: the uid switch below is a real host uid
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-all"]
-    args += ["--clearenv", "--die-with-parent", "--new-session",
+    args += ["--clearenv", "--die-with-parent", "--new-session", "--seccomp", str(SECCOMP_FD),
              "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
@@ -202,7 +239,7 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
         args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]
     if inbox is not None:  # fill the private working folder, then become the kernel
-        args += ["/bin/sh", "-c", f'cp -p {INBOX}/* . 2>/dev/null; exec "$@"', "sh"]
+        args += [str(Path(sys.executable)), "-I", "-S", "-c", LAUNCHER, INBOX]
     return args + list(cmd)
 
 
@@ -319,18 +356,19 @@ class SandboxKernelManager(AsyncKernelManager):
             self._leftovers.append(self._case_dir)
         case_file = write_case_file(self._case_dir, self.grader_seed)
         if self.sandbox:
-            source = Path(kw.get("cwd") or os.getcwd()).resolve()
+            # the working folder: the release's files, never the folder nbgrader grades in (kw["cwd"],
+            # which holds whatever the student submitted beside the notebook)
             if self._inbox is None:
                 self._inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
                 self._leftovers.append(self._inbox)
-                fill_inbox(source, self._inbox)
+                fill_inbox(RELEASED_FILES, self._inbox)
             uid = kernel_uid() if own_uid_works() else None
             if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
                 for p in (self._socket_dir, Path(self.connection_file)):
                     os.chown(p, uid, uid)
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
                                 Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
-                                case_file=case_file, own_uid=uid is not None, uid=uid)
+                                case_file=case_file, own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
                 self._leftovers.append(self._cgroup)

@@ -128,6 +128,10 @@ AUTOGRAD_WAYS = {
                       "dq, dk, dv = pullback(dy)",
     "torch.func.grad": "dq, dk, dv = torch.func.grad(lambda a, b, c: (_rebuild(a, b, c, mask) * dy).sum(),\n"
                        "                            argnums=(0, 1, 2))(q.detach(), k.detach(), v.detach())",
+    # forward mode: the whole Jacobian by torch.func.jacfwd, contracted with dy
+    "torch.func.jacfwd": "jq, jk, jv = torch.func.jacfwd(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))(\n"
+                         "    q.detach(), k.detach(), v.detach())\n"
+                         "dq, dk, dv = (torch.tensordot(dy, j, dims=dy.dim()) for j in (jq, jk, jv))",
     "helper": "dq, dk, dv = _gradients(q, k, v, mask, dy)",
 }
 _HELPER = '''
@@ -513,9 +517,8 @@ VARIANTS["attention_function"]["buggy"] += FUNCTION_CHEATS
 VARIANTS["attention_backward"]["buggy"] += NUMPY_CHEATS
 
 # hand-written backwards in other styles keep full marks
-VARIANTS["attention_function"]["correct"] += [
-    # a numpy round trip in forward and backward, nothing saved with save_for_backward (ctx attributes)
-    """
+# a numpy round trip in forward and backward, nothing saved with save_for_backward (ctx attributes)
+FUNCTION_NUMPY = """
 import numpy as np
 import torch
 class AttentionFunction(torch.autograd.Function):
@@ -539,7 +542,9 @@ class AttentionFunction(torch.autograd.Function):
         dS = A * (dA - (dA * A).sum(-1, keepdims=True))
         grads = (ctx.s * dS @ k, ctx.s * np.swapaxes(dS, -1, -2) @ q, np.swapaxes(A, -1, -2) @ g)
         return tuple(torch.from_numpy(np.ascontiguousarray(x)).to(ctx.dtype) for x in grads) + (None,)
-""",
+"""
+VARIANTS["attention_function"]["correct"] += [
+    FUNCTION_NUMPY,
     # the formulas under torch.no_grad() in a helper, with torch.matmul; only the inputs and A saved
     """
 import math

@@ -53,15 +53,17 @@ def _make_autograd_watch():
 
     task_id = torch._C._current_graph_task_id
     # what the function mode names autograd's own entry points: torch.autograd.grad, torch.autograd.backward,
-    # Tensor.backward, and reading a tensor's grad_fn / grad (a graph node can be called directly)
+    # Tensor.backward (by qualified name); forward-mode AD's dual tensors (torch.autograd.forward_ad,
+    # torch.func.jvp / jacfwd); reading a tensor's grad_fn / grad (a graph node can be called directly)
     api = {"grad": "torch.autograd.grad", "backward": "torch.autograd.backward", "Tensor.backward": "Tensor.backward()"}
+    dual = {"_make_dual": "torch.autograd.forward_ad", "_unpack_dual": "torch.autograd.forward_ad"}
     attributes = {"grad_fn": "Tensor.grad_fn", "_grad_fn": "Tensor.grad_fn", "grad": "Tensor.grad"}
 
     def _name(func):
         owner = getattr(func, "__self__", None)
         if type(owner).__name__ == "getset_descriptor":  # a tensor attribute read: Tensor.grad_fn.__get__
             return attributes.get(getattr(owner, "__name__", ""))
-        return api.get(getattr(func, "__qualname__", None) or getattr(func, "__name__", ""))
+        return api.get(getattr(func, "__qualname__", None) or "") or dual.get(getattr(func, "__name__", None) or "")
 
     def _with_grad_fn(out):
         items = out if isinstance(out, (tuple, list)) else (out,)
@@ -94,7 +96,8 @@ def _make_autograd_watch():
     class AutogradUse:
         """What of autograd the student's code reached between `start()` and `stop()`, on this thread:
 
-        calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, grad_fn read);
+        calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
+                AD's dual tensors, grad_fn or grad read);
         engine  an operator run by a backward pass started inside (its graph task is not the one at start:
                 torch.autograd.grad, .backward(), torch.func.vjp / grad, torch.autograd.functional, the engine
                 reached any other way);

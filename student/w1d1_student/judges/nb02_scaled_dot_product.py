@@ -76,7 +76,7 @@ def forward_first(cases, results):
 
 
 BY_HAND_MSG = ("反向传播必须按 §2.3 的公式手写：{where}里用到了 autograd（{what}）。"
-               "不要在里面调用 torch.autograd.grad、torch.autograd.backward、.backward()、torch.func.vjp / grad，"
+               "不要在里面调用 torch.autograd.grad、torch.autograd.backward、.backward()、torch.func 的变换（vjp、grad、jacrev、jacfwd），"
                "也不要重建前向让 autograd 求导：用 §2.3 的方框公式直接算出 dQ、dK、dV。本题计 0 分。")
 THREADS_MSG = ("本题的计算在别的线程里运行了：检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。"
                "请直接计算，不要用 threading / ThreadPoolExecutor。本题计 0 分。")

@@ -512,9 +512,34 @@ def init_score_std(d, weight_bound, input_var=1.0):
 # decorated answers: correct styles (issue 11)
 VARIANTS["attention_forward"]["correct"] += [decorated(FORWARD, "attention_forward", "@torch.no_grad()")]
 
+# autograd in the forward: the whole Jacobian by torch.func.jacrev, contracted with dy in a plain backward
+_JACOBIANS = "torch.func.jacrev(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))"
+JACOBIAN_IN_FORWARD = [
+    ("import math\nimport torch\n" + _REBUILD + f'''
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.jacobians = {_JACOBIANS}(q, k, v)
+        return _rebuild(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return tuple(torch.tensordot(dy, j, dims=dy.dim()) for j in ctx.jacobians) + (None,)
+''', BY_HAND + "：AttentionFunction.forward 里用到了 autograd"),
+    ("import math\nimport numpy as np\nimport torch\n" + _REBUILD + f'''
+def attention_forward(Q, K, V, mask=None):
+    q, k, v = (torch.tensor(a, dtype=torch.float64) for a in (Q, K, V))
+    mask = None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool))
+    return _rebuild(q, k, v, mask).numpy(), tuple(j.numpy() for j in {_JACOBIANS}(q, k, v))
+
+def attention_backward(dY, cache):
+    return tuple(np.tensordot(dY, j, axes=dY.ndim) for j in cache)
+''', BY_HAND + "：attention_forward（为 attention_backward 准备 cache 时）里用到了 autograd"),
+]
+
 # autograd reached inside the student's backward, however: 0 for the exercise (tests/test_backward_by_hand.py)
-VARIANTS["attention_function"]["buggy"] += FUNCTION_CHEATS
-VARIANTS["attention_backward"]["buggy"] += NUMPY_CHEATS
+VARIANTS["attention_function"]["buggy"] += FUNCTION_CHEATS + JACOBIAN_IN_FORWARD[:1]
+VARIANTS["attention_backward"]["buggy"] += NUMPY_CHEATS + JACOBIAN_IN_FORWARD[1:]
 
 # hand-written backwards in other styles keep full marks
 # a numpy round trip in forward and backward, nothing saved with save_for_backward (ctx attributes)

@@ -5,6 +5,12 @@ alias, `functools.partial`, a default argument, a module's forward), and a `Torc
 the operators below it. Nothing is patched. The context manager is made in a closure when this
 module is imported and the drivers import it by value, so rebinding an attribute of this module (or
 of a driver) from a notebook afterwards does not switch the detection off.
+
+`AutogradUse` watches the same way for autograd reached by the student's code (nb02's hand-written
+backwards). It does not use torch.autograd.graph.saved_tensors_hooks: torch.func's transforms refuse to
+run under them (an error instead of a verdict), and they would change how tensors saved in a Function's
+forward are checked for in-place changes; a torch call returning a tensor with a grad_fn shows a graph
+being built instead.
 """
 import contextlib
 

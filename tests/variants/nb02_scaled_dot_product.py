@@ -76,6 +76,86 @@ class AttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None
 '''
 
+# Cheats of "backward 按 §2.3 的公式手写": autograd computes the gradients, however it is reached.
+# The forward rebuilt in torch, differentiated inside the student's backward (AttentionFunction).
+_REBUILD = '''
+def _rebuild(q, k, v, mask):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+'''
+
+
+def function_cheat(body):
+    """AttentionFunction whose backward gets dq, dk, dv from autograd by `body` (lines of the backward,
+    with q, k, v (detached, requiring grad), mask and dy in scope; it sets dq, dk, dv)."""
+    lines = "\n".join("        " + line for line in body.strip("\n").splitlines())
+    return ("import math\nimport torch\n" + _REBUILD + '''
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.save_for_backward(q, k, v)
+        ctx.mask = mask
+        return _rebuild(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v = (t.detach().requires_grad_(True) for t in ctx.saved_tensors)
+        mask = ctx.mask
+''' + lines + "\n        return dq, dk, dv, None\n")
+
+
+def numpy_cheat(body):
+    """attention_backward (numpy) that rebuilds the forward in torch and gets the gradients from autograd
+    by `body` (q, k, v requiring grad, mask and dy in scope; it sets dq, dk, dv)."""
+    lines = "\n".join("    " + line for line in body.strip("\n").splitlines())
+    return (FORWARD.replace("return Y, (Q, K, V, A, Y, s)", "return Y, (Q, K, V, mask)") + "\nimport math\nimport torch\n"
+            + _REBUILD + '''
+def attention_backward(dY, cache):
+    Q, K, V, mask = cache
+    q, k, v = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (Q, K, V))
+    mask = None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool))
+    dy = torch.tensor(dY)
+''' + lines + "\n    return dq.detach().numpy(), dk.detach().numpy(), dv.detach().numpy()\n")
+
+
+AUTOGRAD_WAYS = {
+    "torch.autograd.grad": "dq, dk, dv = torch.autograd.grad(_rebuild(q, k, v, mask), (q, k, v), dy)",
+    "torch.autograd.backward": "torch.autograd.backward(_rebuild(q, k, v, mask), dy)\ndq, dk, dv = q.grad, k.grad, v.grad",
+    "Tensor.backward()": "(_rebuild(q, k, v, mask) * dy).sum().backward()\ndq, dk, dv = q.grad, k.grad, v.grad",
+    "torch.func.vjp": "_, pullback = torch.func.vjp(lambda a, b, c: _rebuild(a, b, c, mask), q, k, v)\n"
+                      "dq, dk, dv = pullback(dy)",
+    "torch.func.grad": "dq, dk, dv = torch.func.grad(lambda a, b, c: (_rebuild(a, b, c, mask) * dy).sum(),\n"
+                       "                            argnums=(0, 1, 2))(q.detach(), k.detach(), v.detach())",
+    # forward mode: the whole Jacobian by torch.func.jacfwd, contracted with dy
+    "torch.func.jacfwd": "jq, jk, jv = torch.func.jacfwd(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))(\n"
+                         "    q.detach(), k.detach(), v.detach())\n"
+                         "dq, dk, dv = (torch.tensordot(dy, j, dims=dy.dim()) for j in (jq, jk, jv))",
+    "helper": "dq, dk, dv = _gradients(q, k, v, mask, dy)",
+}
+_HELPER = '''
+def _gradients(q, k, v, mask, dy):
+    with torch.enable_grad():
+        return torch.autograd.grad(_rebuild(q, k, v, mask), (q, k, v), dy)
+'''
+BY_HAND = "反向传播必须按 §2.3 的公式手写"
+
+
+def _cheats(make, wrap_grad):
+    out = []
+    for way, body in AUTOGRAD_WAYS.items():
+        src = make(body if way == "helper" or not wrap_grad else "with torch.enable_grad():\n" + "\n".join(
+            "    " + line for line in body.splitlines()))
+        out.append((src + (_HELPER if way == "helper" else ""), BY_HAND))
+    return out
+
+
+# the report's cheat (a): re-run the forward under enable_grad and return torch.autograd.grad(...)
+FUNCTION_CHEATS = _cheats(function_cheat, wrap_grad=True)
+# the report's cheat (b): numpy attention_backward that rebuilds the forward in torch and calls autograd
+NUMPY_CHEATS = _cheats(numpy_cheat, wrap_grad=False)
+
 INIT = '''
 import math
 
@@ -431,3 +511,104 @@ def init_score_std(d, weight_bound, input_var=1.0):
 
 # decorated answers: correct styles (issue 11)
 VARIANTS["attention_forward"]["correct"] += [decorated(FORWARD, "attention_forward", "@torch.no_grad()")]
+
+# autograd in the forward: the whole Jacobian by torch.func.jacrev, contracted with dy in a plain backward
+_JACOBIANS = "torch.func.jacrev(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))"
+JACOBIAN_IN_FORWARD = [
+    ("import math\nimport torch\n" + _REBUILD + f'''
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.jacobians = {_JACOBIANS}(q, k, v)
+        return _rebuild(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return tuple(torch.tensordot(dy, j, dims=dy.dim()) for j in ctx.jacobians) + (None,)
+''', BY_HAND + "：AttentionFunction.forward 里用到了 autograd"),
+    ("import math\nimport numpy as np\nimport torch\n" + _REBUILD + f'''
+def attention_forward(Q, K, V, mask=None):
+    q, k, v = (torch.tensor(a, dtype=torch.float64) for a in (Q, K, V))
+    mask = None if mask is None else torch.as_tensor(np.asarray(mask, dtype=bool))
+    return _rebuild(q, k, v, mask).numpy(), tuple(j.numpy() for j in {_JACOBIANS}(q, k, v))
+
+def attention_backward(dY, cache):
+    return tuple(np.tensordot(dY, j, axes=dY.ndim) for j in cache)
+''', BY_HAND + "：attention_forward（为 attention_backward 准备 cache 时）里用到了 autograd"),
+]
+
+# autograd reached inside the student's backward, however: 0 for the exercise (tests/test_backward_by_hand.py)
+VARIANTS["attention_function"]["buggy"] += FUNCTION_CHEATS + JACOBIAN_IN_FORWARD[:1]
+VARIANTS["attention_backward"]["buggy"] += NUMPY_CHEATS + JACOBIAN_IN_FORWARD[1:]
+
+# hand-written backwards in other styles keep full marks
+# a numpy round trip in forward and backward, nothing saved with save_for_backward (ctx attributes)
+FUNCTION_NUMPY = """
+import numpy as np
+import torch
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        Q, K, V = (t.detach().numpy() for t in (q, k, v))
+        s = Q.shape[-1] ** -0.5
+        S = s * np.matmul(Q, np.swapaxes(K, -1, -2))
+        if mask is not None:
+            S = np.where(mask.numpy(), -np.inf, S)
+        A = np.exp(S - S.max(-1, keepdims=True))
+        A /= A.sum(-1, keepdims=True)
+        ctx.arrays, ctx.s, ctx.dtype = (Q, K, V, A), s, q.dtype
+        return torch.from_numpy(np.matmul(A, V)).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, A = ctx.arrays
+        g = dy.detach().numpy()
+        dA = g @ np.swapaxes(v, -1, -2)
+        dS = A * (dA - (dA * A).sum(-1, keepdims=True))
+        grads = (ctx.s * dS @ k, ctx.s * np.swapaxes(dS, -1, -2) @ q, np.swapaxes(A, -1, -2) @ g)
+        return tuple(torch.from_numpy(np.ascontiguousarray(x)).to(ctx.dtype) for x in grads) + (None,)
+"""
+VARIANTS["attention_function"]["correct"] += [
+    FUNCTION_NUMPY,
+    # the formulas under torch.no_grad() in a helper, with torch.matmul; only the inputs and A saved
+    """
+import math
+import torch
+def _grads(q, k, v, A, s, dy):
+    y = torch.matmul(A, v)
+    dS = A * (torch.matmul(dy, v.transpose(-2, -1)) - (dy * y).sum(-1, keepdim=True))
+    return s * torch.matmul(dS, k), s * torch.matmul(dS.transpose(-2, -1), q), torch.matmul(A.transpose(-2, -1), dy)
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(mask, -math.inf)
+        A = scores.softmax(-1)
+        ctx.save_for_backward(q, k, v, A)
+        return torch.matmul(A, v)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, A = ctx.saved_tensors
+        with torch.no_grad():
+            dq, dk, dv = _grads(q, k, v, A, 1.0 / math.sqrt(q.shape[-1]), dy)
+        return dq, dk, dv, None
+""",
+]
+VARIANTS["attention_backward"]["correct"] += [
+    # torch inside, the formulas under torch.no_grad() with einsum
+    FORWARD + """
+import torch
+def attention_backward(dY, cache):
+    Q, K, V, A, Y, s = cache
+    with torch.no_grad():
+        q, k, v, a, y, g = (torch.from_numpy(np.asarray(x, dtype=np.float64)) for x in (Q, K, V, A, Y, dY))
+        dS = a * (torch.einsum("...tv,...sv->...ts", g, v) - (g * y).sum(-1, keepdim=True))
+        dq = s * torch.einsum("...ts,...sd->...td", dS, k)
+        dk = s * torch.einsum("...ts,...td->...sd", dS, q)
+        dv = torch.einsum("...ts,...tv->...sv", a, g)
+    return dq.numpy(), dk.numpy(), dv.numpy()
+""",
+]

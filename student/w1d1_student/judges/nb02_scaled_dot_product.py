@@ -75,6 +75,47 @@ def forward_first(cases, results):
                 "先让前向通过：\n" + verdict.message)
 
 
+BY_HAND_MSG = ("反向传播必须按 §2.3 的公式手写：{where}里用到了 autograd（{what}）。"
+               "不要在里面调用 torch.autograd.grad、torch.autograd.backward、.backward()、torch.func 的变换（vjp、grad、jacrev、jacfwd），"
+               "也不要重建前向让 autograd 求导：用 §2.3 的方框公式直接算出 dQ、dK、dV。本题计 0 分。")
+THREADS_MSG = ("本题的计算在别的线程里运行了：检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。"
+               "请直接计算，不要用 threading / ThreadPoolExecutor。本题计 0 分。")
+
+
+def _what(seen):
+    """What the kernel saw of autograd, in words ("" when nothing)."""
+    parts = []
+    if seen.get("calls"):
+        parts.append("调用了 " + "、".join(seen["calls"]))
+    if seen.get("engine"):
+        parts.append(f"autograd 的引擎在里面跑了一遍反向传播（算子 {seen['engine'][0]}）")
+    if seen.get("graph"):
+        parts.append(f"建了计算图：{seen['graph'][0]} 的结果带 grad_fn")
+    return "；".join(parts)
+
+
+def by_hand(forward, backward):
+    """The gate of a hand-written backward: autograd reached while `backward` ran (or called while `forward`
+    filled what it uses), or work moved to another thread, costs the exercise (the driver's observations)."""
+
+    def gate(cases, results):
+        outs = [res["out"] for res in results if isinstance(res, dict) and res.get("ok")]
+        for out in outs:
+            seen = out.get("autograd") or {}
+            for part, where in (("backward", backward), ("forward", forward)):
+                what = _what(seen.get(part) or {})
+                if what:
+                    return fail(BY_HAND_MSG.format(where=where, what=what))
+        if any(out.get("used_threads") for out in outs):
+            return fail(THREADS_MSG)
+        return None
+
+    return gate
+
+
+backward_by_hand = by_hand("attention_forward（为 attention_backward 准备 cache 时）", "attention_backward ")
+
+
 INDEPENDENT = (("autograd", "torch.autograd（float64）", 1e-6, 1e-9), ("finite_differences", "数值微分（中心差分）", 1e-4, 1e-6))
 
 
@@ -94,7 +135,8 @@ def independent_checks(case, res):
 
 ATTENTION_BACKWARD = Exercise(
     tuple(Output(k, answer="bwd", tol=(1e-6, 1e-9)) for k in ("dV", "dQ", "dK")), diagnoses=BACKWARD_BUGS,
-    show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint, gate=forward_first,
+    show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint,
+    gate=lambda cases, results: backward_by_hand(cases, results) or forward_first(cases, results),
     extras=lambda case, out: dead_keys_get_no_gradient(case, out) or independent_checks(case, {"out": out}))
 
 
@@ -193,7 +235,8 @@ def _function_tol(case):
 ATTENTION_FUNCTION = Exercise(
     tuple(Output(k, answer="bwd", dtype=lambda c: c["dtype"], tol=_function_tol) for k in ("Y", "dV", "dQ", "dK")),
     diagnoses=FUNCTION_BUGS, show=lambda c: _show_qkv(c) + f"，dtype {c['dtype']}", hint=batch_hint,
-    flags=own_autograd_node, error=function_error, extras=function_extras, untouched=None)
+    flags=own_autograd_node, error=function_error, extras=function_extras, untouched=None,
+    gate=by_hand("AttentionFunction.forward ", "AttentionFunction.backward "))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,199 @@
+"""Notebook 02's backwards are hand-written (§2.3): autograd reached inside the student's backward costs
+the exercise, through the real sandboxed grader by both entry points; the watch covers the student's
+backward only (not the driver's own torch.autograd.grad and gradcheck), on the thread autograd's engine
+runs it on, and leaves no mode behind. The mutation tables (tests/variants/nb02_scaled_dot_product.py)
+hold every way of reaching autograd tried; this file proves the mechanism and the real grading path."""
+import threading
+
+import nbformat
+import pytest
+import torch
+from torch.utils._python_dispatch import _len_torch_dispatch_stack
+from w1d1_student import wire
+from w1d1_student.drivers.torch_calls import AutogradUse
+from w1d1_student.runner import run_cases
+
+from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.judge import judge_payload, make_cases
+from tests.entry_points import ENTRY_POINTS, grade_both
+from tests.variants import nb02_scaled_dot_product as v02
+
+NB = "02_scaled_dot_product"
+RULE = "反向传播必须按 §2.3 的公式手写"
+BACKWARD_CELLS = ("test_attention_backward", "test_attention_backward__hidden")
+FUNCTION_CELLS = ("test_attention_function", "test_attention_function__hidden")
+
+
+def _way(cheats, way):
+    return cheats[list(v02.AUTOGRAD_WAYS).index(way)][0]
+
+
+def _modes_on_stack():
+    return torch._C._len_torch_function_stack(), _len_torch_dispatch_stack()
+
+
+def _payloads(src, grade_id):
+    ns = {"__name__": "__main__"}
+    exec(compile(src, "<answer cell>", "exec"), ns)
+    return [run_cases(grade_id, ns, make_cases(grade_id, 0, h), hidden=h) for h in (False, True)], ns
+
+
+def _verdicts(payloads):
+    return [judge_payload(wire.loads(wire.dumps(p)), seed=0) for p in payloads]
+
+
+# ---------------------------------------------------------------------------------------------
+# the watch, in process
+# ---------------------------------------------------------------------------------------------
+
+def test_the_drivers_own_autograd_is_not_the_students():
+    """The solutions: the driver's torch.autograd.grad and gradcheck run, and nothing is reported."""
+    for grade_id in ("attention_backward", "attention_function"):
+        payloads, _ = _payloads(v02.notebook_solution(grade_id), grade_id)
+        outs = [res["out"] for p in payloads for res in p["results"]]
+        assert outs and all(res["ok"] for p in payloads for res in p["results"]), grade_id
+        for out in outs:
+            assert not out["used_threads"]
+            assert all(seen == {"calls": [], "engine": [], "graph": []} for seen in out["autograd"].values()), out
+        assert all(vd.passed for vd in _verdicts(payloads)), grade_id
+    assert any(c["gradcheck"] for h in (False, True) for c in make_cases("attention_function", 0, h))
+
+
+RECORDING = v02.FUNCTION.replace(
+    "        q, k, v, A, y = ctx.saved_tensors\n",
+    "        q, k, v, A, y = ctx.saved_tensors\n"
+    "        SEEN.append((threading.get_ident(), torch._C._len_torch_function_stack(), torch.is_grad_enabled()))\n",
+).replace("import torch\n", "import threading\nimport torch\nSEEN = []\n", 1)
+
+
+def test_the_watch_runs_on_the_engines_thread_around_the_students_backward_only():
+    """autograd's engine runs a CPU graph on the thread that asked for it; the pre-hook pushes the modes
+    there (one function mode on the stack while the student's backward runs) and nothing stays pushed."""
+    assert _modes_on_stack() == (0, 0)
+    payloads, ns = _payloads(RECORDING, "attention_function")
+    assert all(vd.passed for vd in _verdicts(payloads))
+    assert ns["SEEN"], "the student's backward never ran"
+    assert {ident for ident, _, _ in ns["SEEN"]} == {threading.get_ident()}
+    assert {depth for _, depth, _ in ns["SEEN"]} == {1}
+    assert not any(grad for _, _, grad in ns["SEEN"])  # the engine runs backward without grad mode
+    assert _modes_on_stack() == (0, 0)
+
+
+RAISING = v02.function_cheat(v02.AUTOGRAD_WAYS["torch.autograd.grad"] + "\nraise RuntimeError('after autograd')")
+HONEST_RAISING = v02.FUNCTION.replace("        q, k, v, A, y = ctx.saved_tensors\n",
+                                      "        q, k, v, A, y = ctx.saved_tensors\n        raise RuntimeError('plain bug')\n")
+
+
+@pytest.mark.parametrize("src,rule", [(RAISING, True), (HONEST_RAISING, False)], ids=["autograd-then-raise", "plain-raise"])
+def test_a_backward_that_raises_leaves_no_mode_behind(src, rule):
+    """A raising backward skips the post-hook: autograd's engine restores the thread's mode stacks, and
+    the use of autograd before the error is still the verdict (a plain error stays an error)."""
+    payloads, _ = _payloads(src, "attention_function")
+    assert _modes_on_stack() == (0, 0)
+    first = _verdicts(payloads)[0]
+    assert not first.passed
+    assert (RULE in first.message) == rule, first.message
+    assert rule or "plain bug" in first.message
+
+
+def test_autograd_use_starts_and_stops_balanced():
+    use = AutogradUse()
+    use.start()
+    x = torch.ones(2, requires_grad=True)
+    (x * x).sum().backward()
+    use.stop()
+    assert _modes_on_stack() == (0, 0)
+    seen = use.report()
+    assert "Tensor.backward()" in seen["calls"] and seen["engine"] and seen["graph"], seen
+    quiet = AutogradUse()
+    quiet.start()
+    with torch.no_grad():
+        (x * x).sum()
+    quiet.stop()
+    assert quiet.report() == {"calls": [], "engine": [], "graph": []}
+
+
+def test_the_verdict_names_the_rule_and_where():
+    (fn, _), (bw, _) = (_payloads(_way(v02.FUNCTION_CHEATS, "torch.func.vjp"), "attention_function"),
+                        _payloads(_way(v02.NUMPY_CHEATS, "Tensor.backward()"), "attention_backward"))
+    fn_msg, bw_msg = _verdicts(fn)[0].message, _verdicts(bw)[0].message
+    assert fn_msg.startswith(RULE + "：AttentionFunction.backward 里用到了 autograd"), fn_msg
+    assert bw_msg.startswith(RULE + "：attention_backward 里用到了 autograd"), bw_msg
+    assert "Tensor.backward()" in bw_msg and "本题计 0 分" in bw_msg
+
+
+# ---------------------------------------------------------------------------------------------
+# the real grader, both entry points
+# ---------------------------------------------------------------------------------------------
+
+def _solutions():
+    src = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in src.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _full_marks():
+    src = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"]) for c in src.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def _release_with(**answers):
+    nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    filled = {**_solutions(), **answers}
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and cell.metadata["nbgrader"].get("solution") and gid in filled:
+            cell.source = filled[gid]
+    return nb
+
+
+CLASS = {
+    "honest": {},
+    # the report's cheat (a): AttentionFunction.backward re-runs the forward under enable_grad
+    "grad_in_function": {"attention_function": _way(v02.FUNCTION_CHEATS, "torch.autograd.grad")},
+    # the report's cheat (b): numpy attention_backward rebuilds the forward in torch and calls autograd
+    "grad_in_numpy": {"attention_backward": _way(v02.NUMPY_CHEATS, "torch.autograd.grad")},
+    # torch.func in one, a helper defined elsewhere in the cell in the other; a hand-written numpy round trip
+    "func_and_helper": {"attention_function": _way(v02.FUNCTION_CHEATS, "torch.func.grad"),
+                        "attention_backward": _way(v02.NUMPY_CHEATS, "helper")},
+    "numpy_round_trip": {"attention_function": v02.FUNCTION_NUMPY},
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("class")
+    for student, answers in CLASS.items():
+        (subs / student).mkdir()
+        nbformat.write(_release_with(**answers), subs / student / f"{NB}.ipynb")
+    return grade_both(subs, tmp_path_factory.mktemp("graded"), seed=7)
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_hand_written_backwards_keep_full_marks(graded, path):
+    g, full = graded[path], _full_marks()
+    assert g.returncode == 0, g.log[-3000:]
+    for student in ("honest", "numpy_round_trip"):
+        lost = {gid: g.score(student, NB, gid) for gid in full if g.score(student, NB, gid) != full[gid]}
+        assert not lost, (student, lost)
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_autograd_inside_backward_scores_zero(graded, path):
+    g, full = graded[path], _full_marks()
+    zero = {"grad_in_function": FUNCTION_CELLS, "grad_in_numpy": BACKWARD_CELLS,
+            "func_and_helper": FUNCTION_CELLS + BACKWARD_CELLS}
+    for student, cells in zero.items():
+        assert {gid: g.score(student, NB, gid) for gid in cells} == dict.fromkeys(cells, 0.0), student
+        kept = {gid: g.score(student, NB, gid) for gid in full if gid not in cells}
+        assert kept == {gid: full[gid] for gid in kept}, student  # nothing else lost
+        assert g.points(student, NB) == sum(full.values()) - sum(full[gid] for gid in cells)
+    for student, where in (("grad_in_function", "AttentionFunction.backward"), ("grad_in_numpy", "attention_backward"),
+                           ("func_and_helper", "AttentionFunction.backward")):
+        page = g.page(student, NB)
+        assert page and f"{RULE}：{where} 里用到了 autograd" in page, (student, path)
+
+
+def test_both_entry_points_agree(graded):
+    assert graded["command"].scores == graded["nbgrader"].scores

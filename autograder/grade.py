@@ -265,7 +265,18 @@ def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
             last = (res["error"].strip().splitlines() or [""])[-1][:120]
             status = ("反馈已按成绩库更新" if tasks[sid] else "完成") if res["success"] else f"失败：{last}"
             log(f"  [{i}/{len(tasks)}] {sid:<16} {res['seconds']:6.1f} s  {status}")
+    _stop_helper_processes()
     return results
+
+
+def _stop_helper_processes():
+    """The pool's spawn context started multiprocessing's resource tracker: end it now, so the command
+    returns only when every process it started has ended (it would linger, then stay as a zombie)."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker._resource_tracker
+    if getattr(tracker, "_pid", None) is not None:
+        tracker._stop()
 
 
 def _check_sandbox(sandbox, log):

@@ -1,0 +1,33 @@
+"""The grading command ends only when everything it started has ended: after it exits, no process of
+its session is left (running or waiting to be reaped)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _session_members(sid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:  # the session id
+            found.append(stat[:80])
+    return found
+
+
+def test_a_grading_run_leaves_no_process_behind(tmp_path):
+    run = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(ROOT / "data" / "demo_class"),
+                            "--out", str(tmp_path / "out"), "--jobs", "2"], cwd=ROOT, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log, _ = run.communicate(timeout=900)
+    assert run.returncode == 0, log[-2000:]
+    assert (tmp_path / "out" / "totals.csv").read_text(encoding="utf-8").count("\n") == 4  # three students
+    assert _session_members(run.pid) == []

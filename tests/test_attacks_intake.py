@@ -1,7 +1,6 @@
 """Correct answers that intake and the answer check used to mark down (issue 11, round 2: B6, B7, B8),
 graded by the real sandboxed grader. Full marks come from the source notebook, never hard-coded."""
 import copy
-import csv
 import shutil
 
 import nbformat
@@ -11,9 +10,9 @@ from w1d1_student.cell_scope import grading_cells, names_in_grading_cells
 
 from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.grade import grade
 from autograder.reports import graded_cells
 from tests import grading_class as gc
+from tests.entry_points import ENTRY_POINTS, grade_both
 
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 NB2 = "02_scaled_dot_product"
@@ -69,20 +68,24 @@ def build(root):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def classes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("intake")
     build(tmp / "class")
-    out = tmp / "out"
-    grade(tmp / "class", out, jobs=1, timeout=30, seed=2468, log=lambda _: None)
-    with open(out / "grades.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    yield {"out": out, "rows": rows}
+    yield grade_both(tmp / "class", tmp, seed=2468)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def points(rows, student, name=gc.NB):
-    got = [(float(r[3]), float(r[4])) for r in rows[1:] if r[0] == student and r[1] == name]
-    return sum(g for g, _ in got), sum(m for _, m in got)
+@pytest.fixture(params=ENTRY_POINTS)
+def graded(classes, request):
+    """The class as graded by the grading command, then by plain nbgrader with the repo's config."""
+    return classes[request.param]
+
+
+def points(graded, student, name=gc.NB):
+    """(points, the most the graded cells give) of one student's notebook."""
+    worth = dict(graded_cells(name)[0])
+    got = {gid: s for (sid, nb, gid), s in graded.scores.items() if sid == student and nb == name}
+    return sum(got.values()), sum(worth[g] for g in got)
 
 
 def full(name=gc.NB):
@@ -90,12 +93,12 @@ def full(name=gc.NB):
 
 
 def feedback(graded, student, name=gc.NB):
-    return (graded["out"] / "feedback" / student / f"{name}.html").read_text(encoding="utf-8")
+    return graded.page(student, name)
 
 
 def test_a_cell_pasted_from_another_notebook_is_a_plain_cell(graded):
-    assert points(graded["rows"], "pasted", NB2) == (full(NB2), full(NB2))
-    assert points(graded["rows"], "pasted") == (full(), full())
+    assert points(graded, "pasted", NB2) == (full(NB2), full(NB2))
+    assert points(graded, "pasted") == (full(), full())
     assert "本笔记本没有的题目 `softmax`" in feedback(graded, "pasted", NB2)
 
 
@@ -111,23 +114,23 @@ def test_home_warning_skips_cells_that_grading_skips(tmp_path):
 
 
 def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):
-    assert points(graded["rows"], "own_ids") == (full(), full())
+    assert points(graded, "own_ids") == (full(), full())
     page = feedback(graded, "own_ids")
     assert "`my_setup`" in page and "`my_scratch`" in page
 
 
 def test_a_split_answer_cell_is_graded_whole(graded):
-    assert points(graded["rows"], "split") == (full(), full())
+    assert points(graded, "split") == (full(), full())
     assert "原来的位置运行" in feedback(graded, "split")
 
 
 def test_answers_under_time_and_capture_magics_get_full_marks(graded):
-    assert points(graded["rows"], "magic") == (full(), full())
+    assert points(graded, "magic") == (full(), full())
 
 
 def test_an_answer_under_timeit_is_not_defined_as_at_home(graded):
     """%%timeit runs the body in a function of its own: `softmax` does not exist after it, at home either."""
-    got, total = points(graded["rows"], "timeit")
+    got, total = points(graded, "timeit")
     softmax_points = sum(p for gid, p in graded_cells(gc.NB)[0] if gid.startswith("test_softmax"))
     assert total == full() and got == full() - softmax_points
 

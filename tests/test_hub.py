@@ -23,6 +23,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR
+from autograder.feedback_page import CSP_META
 from autograder.reports import graded_cells
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser
@@ -254,6 +255,7 @@ def test_class_on_jupyterhub(hub, tmp_path):
     feedback = wait_for(lambda: sorted((home(ben) / ASSIGNMENT / "feedback").glob(f"*/{NOTEBOOK}.html")))
     b.shot("feedback-fetched")
     assert feedback, "no feedback arrived in the student's folder"
+    assert CSP_META in feedback[-1].read_text(encoding="utf-8"), "the hub's feedback page has no CSP"
     rel = feedback[-1].relative_to(home(ben))
     b.page.goto(f"{b.base}/files/{rel}")  # the page a student opens from the file browser
     text = b.page.locator("body").inner_text()

@@ -6,13 +6,12 @@ kernel's detector (a closure a module patch cannot reach) catches the obfuscated
 forward or backward written) earns nothing. B8: SDPA reached through functools.partial or a default
 argument keeps every point.
 """
-import csv
-
 import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.grade import grade
+from autograder.reports import graded_cells
+from tests.entry_points import ENTRY_POINTS, grade_both
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
 from tests.variants.nb06_api import VARIANTS as V06
@@ -32,7 +31,7 @@ def _solution(name, **answers):
 
 
 @pytest.fixture(scope="module")
-def scores(tmp_path_factory):
+def classes(tmp_path_factory):
     subs = tmp_path_factory.mktemp("class")
     notebooks = {
         "lazy": [("04_multihead", {"mha": MHA_PATCHES_DETECTOR}),
@@ -45,15 +44,20 @@ def scores(tmp_path_factory):
         (subs / student).mkdir()
         for name, answers in items:
             nbformat.write(_solution(name, **answers), subs / student / f"{name}.ipynb")
-    out = tmp_path_factory.mktemp("out")
-    grade(subs, out, jobs=2, timeout=120, seed=5, log=lambda *_: None)
+    return grade_both(subs, tmp_path_factory.mktemp("out"), seed=5)
+
+
+@pytest.fixture(params=ENTRY_POINTS)
+def scores(classes, request):
+    """(points per (student, exercise), feedback pages) by the grading command, then by plain nbgrader."""
+    run = classes[request.param]
     table = {}
-    with open(out / "grades.csv", newline="") as fh:
-        for r in csv.DictReader(fh):
-            gid = r["grade_id"].removeprefix("test_").split("__")[0]
-            got, total = table.get((r["student_id"], gid), (0.0, 0.0))
-            table[(r["student_id"], gid)] = (got + float(r["score"]), total + float(r["max_score"]))
-    feedback = {p.parent.name + "/" + p.stem: p.read_text() for p in (out / "feedback").rglob("*.html")}
+    for (student, notebook, grade_id), score in run.scores.items():
+        worth = dict(graded_cells(notebook)[0])
+        gid = grade_id.removeprefix("test_").split("__")[0]
+        got, total = table.get((student, gid), (0.0, 0.0))
+        table[(student, gid)] = (got + score, total + worth[grade_id])
+    feedback = {f"{s}/{n}": run.page(s, n) for (s, n, _) in run.scores if run.page(s, n)}
     return table, feedback
 
 

@@ -114,6 +114,9 @@ def check(grade_id, hidden=False):
 
         display({wire.MIME: wire.dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
         return None
+    undefined = cell_scope.undefined_at_home(ns, grade_id, registry.driver(grade_id).names)  # as grading reads it
+    if undefined:
+        raise CheckFailed(f"【{grade_id}】{undefined}。评分时这道题得 0 分。")
     cell_scope.warn_outside(ns, registry.driver(grade_id).names)  # grading runs only setup/answer/test cells
     verdict = judge(grade_id, cases, wire.loads(wire.dumps(payload))["results"])  # the data the grader would see
     if not verdict.passed:

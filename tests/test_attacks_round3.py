@@ -121,6 +121,19 @@ def test_student_ids_with_combining_marks_are_their_nfc_form(tmp_path):
     assert sorted(f.name for f in kept) == sorted(["अनिल", "bob"]) and len(skipped) == 2
 
 
+
+def test_a_decomposed_folder_name_is_graded_under_its_nfc_id(tmp_path):
+    """Through the grading command: `José` typed on macOS (e + U+0301) is graded, as `José` (NFC)."""
+    subs, out = tmp_path / "class", tmp_path / "out"
+    put(subs, "Jose\u0301", gc.solved())
+    log = []
+    grade(subs, out, jobs=1, timeout=60, seed=5, log=log.append)
+    assert {r["student_id"] for r in rows(out)} == {"Jos\u00e9"}
+    assert auto_points(out, "Jos\u00e9") == FULL
+    assert (out / "feedback" / "Jos\u00e9" / f"{gc.NB}.html").is_file()
+    assert not (out / "feedback" / "Jose\u0301").exists()
+    assert not any("[提交文件夹]" in line for line in log), log
+
 def test_glob_folder_name_touches_nobody(graded_twice):
     """B9: a folder named `[ab]*` is skipped with a note; alice's and bob's results and bob's hand
     grade stay exactly as they were."""

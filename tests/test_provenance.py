@@ -127,3 +127,19 @@ def test_home_check_on_an_unsaved_or_imported_answer(tmp_path):
         sys.path.remove(str(tmp_path))
         sys.modules.pop("ready_made", None)
     assert error is not None and "答案单元格里没有定义 `softmax`" in str(error)
+
+
+def test_home_check_reads_a_split_answer_as_grading_does(tmp_path):
+    """JupyterLab's split cell copies the metadata to both halves: both are the answer, at home too."""
+    from w1d1_student import cell_scope
+
+    nb = _nb("import numpy as np")
+    nb.cells.append(nbformat.v4.new_code_cell("def softmax(x, axis=-1):\n" + SOFTMAX_BODY, metadata=nb.cells[0].metadata))
+    assert provenance.answer_problems(nb, "softmax", ["softmax"]) == []
+    path = tmp_path / "01_self_attention.ipynb"
+    nbformat.write(nb, path)
+    ns = {"__session__": str(path), "softmax": lambda x, axis=-1: x}
+    assert cell_scope.undefined_at_home(ns, "softmax", ["softmax"]) is None
+    nb.cells.pop()
+    nbformat.write(nb, path)
+    assert "答案单元格里没有定义 `softmax`" in cell_scope.undefined_at_home(ns, "softmax", ["softmax"])

@@ -13,7 +13,9 @@ import random
 import shutil
 import sys
 import time
+import unicodedata
 import warnings
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
@@ -39,22 +41,41 @@ OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.p
 ID_SYMBOLS = set("_-.@")
 
 
+def student_id(name):
+    """The student id of a folder name: its NFC form (a name typed on macOS arrives decomposed,
+    `e` + U+0301 for `é`; both spellings are one student)."""
+    return unicodedata.normalize("NFC", name)
+
+
 def unsafe_id_reason(name):
     """Why a folder name cannot be a student id (None when it can): nbgrader reads ids as glob
-    patterns and paths, so only letters (any script), digits and `_ - . @` pass."""
+    patterns and paths, so only letters (any script, with their combining marks), digits and
+    `_ - . @` pass. The rule applies to the id the folder gets, `student_id(name)`."""
+    name = student_id(name)
     if not name or name[0] in ".-":
         return "不能以 . 或 - 开头"
-    bad = sorted({ch for ch in name if not (ch.isalnum() or ch in ID_SYMBOLS)})
+    bad, after_letter = set(), False
+    for ch in name:
+        mark = unicodedata.category(ch) in ("Mn", "Mc", "Me")
+        if mark and after_letter:
+            continue  # a vowel sign or accent of the letter before it (अनिल, a decomposed José)
+        after_letter = ch.isalpha()
+        if mark or not (ch.isalnum() or ch in ID_SYMBOLS):
+            bad.add(ch)
     if bad:
-        return "含有不允许的字符 " + " ".join(repr(ch) for ch in bad)
+        return "含有不允许的字符 " + " ".join(repr(ch) for ch in sorted(bad))
     return None
 
 
 def _safe_folders(folders, log):
-    """(folders usable as student ids, {folder name: why it is skipped})."""
+    """(folders usable as student ids, {folder name: why it is skipped}); two folders with one id
+    (the same name spelled composed and decomposed) are both skipped."""
     kept, skipped = [], {}
+    ids = Counter(student_id(f.name) for f in folders)
     for folder in folders:
         why = unsafe_id_reason(folder.name)
+        if why is None and ids[student_id(folder.name)] > 1:
+            why = "另一个文件夹的名字写法不同（组合字符）但学号相同，无法区分"
         if why is None:
             kept.append(folder)
         else:
@@ -171,14 +192,14 @@ def _write_feedback(work, gen, student, rec, notebooks):
 
 def _plan(folders, previous, students, force, version, log):
     """Which students to regrade, each with the reason; the others are skipped with theirs."""
-    names = {f.name for f in folders}
+    names = {student_id(f.name) for f in folders}
     if students:
         unknown = sorted(set(students) - names)
         if unknown:
             raise GradingError("--students 里的学号在提交文件夹里找不到：" + "、".join(unknown))
     regrade, prints = {}, {}
     for folder in folders:
-        sid = folder.name
+        sid = student_id(folder.name)
         try:
             prints[sid] = fingerprint(folder)
         except Exception as exc:  # one unreadable folder must not stop the class: it is simply regraded
@@ -322,7 +343,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     prev = output.previous()
     previous_state = read_state(prev) if prev is not None and prev != output.out else {}
     version = grader_version()
-    regrade, prints = _plan(folders, previous_state, set(students or ()), force, version, log)
+    students = {student_id(s) for s in students or ()}
+    regrade, prints = _plan(folders, previous_state, students, force, version, log)
 
     gen = output.new_generation()
     work = gen / "nbgrader"
@@ -339,14 +361,15 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     records = {sid: {**rec, "notes": from_data(rec.get("notes"))}
                for sid, rec in previous_state.get("students", {}).items() if sid not in regrade}
     for folder in folders:
-        if folder.name not in regrade:
+        sid = student_id(folder.name)  # nbgrader's folders are named by the id, read from the student's own
+        if sid not in regrade:
             continue
-        sub = read_submission(folder, notebooks, work / "submitted" / folder.name / ASSIGNMENT)
-        records[sub.student] = {"notebooks": sorted(sub.notebooks), "broken": dict(sub.broken),
-                                "notes": list(sub.notes), "files": prints[sub.student], "ok": True}
-        log(f"  [{sub.student}] 重新评分：{regrade[sub.student]}")
+        sub = read_submission(folder, notebooks, work / "submitted" / sid / ASSIGNMENT)
+        records[sid] = {"notebooks": sorted(sub.notebooks), "broken": dict(sub.broken),
+                        "notes": list(sub.notes), "files": prints[sid], "ok": True}
+        log(f"  [{sid}] 重新评分：{regrade[sid]}")
         for note in sub.notes:
-            log(f"  [{sub.student}] {note.text}")
+            log(f"  [{sid}] {note.text}")
 
     tasks = {sid: False for sid in regrade if records[sid]["notebooks"]}
     tasks.update({sid: True for sid in refresh})

@@ -97,6 +97,43 @@ def test_student_ids_are_plain_names():
         assert unsafe_id_reason(name), name
 
 
+def test_student_ids_with_combining_marks_are_their_nfc_form(tmp_path):
+    """A name typed on macOS arrives decomposed (`e` + U+0301) and Devanagari writes vowels as marks:
+    both are letters; the id is the NFC form, and glob characters, spaces, slashes and a leading
+    `.`/`-` are refused whichever way the name is spelled."""
+    import unicodedata
+
+    from autograder.grade import _safe_folders, student_id
+
+    nfd = "Jose\u0301"
+    for name in (nfd, "José", "अनिल", "क्षत्रिय", "Nguyễn", unicodedata.normalize("NFD", "Nguyễn_01")):
+        assert unsafe_id_reason(name) is None, name
+    assert student_id(nfd) == "José" and len(student_id(nfd)) == 4
+    for name in ("\u0301abc", "a_\u0301", "1\u0301", "Jose\u0301*", "Jose\u0301 b", "Jose\u0301/x", ".Jose\u0301",
+                 "-\u0301", "\u0301", "a\u200db", "ab\u20dd[", "e\u0301?"):
+        assert unsafe_id_reason(name), ascii(name)
+    for name in (nfd, "अनिल", "bob"):
+        (tmp_path / name).mkdir()
+    kept, skipped = _safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
+    assert sorted(student_id(f.name) for f in kept) == sorted(["José", "अनिल", "bob"]) and not skipped
+    (tmp_path / "José").mkdir()  # the same id spelled composed: neither folder can be told apart
+    kept, skipped = _safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
+    assert sorted(f.name for f in kept) == sorted(["अनिल", "bob"]) and len(skipped) == 2
+
+
+
+def test_a_decomposed_folder_name_is_graded_under_its_nfc_id(tmp_path):
+    """Through the grading command: `José` typed on macOS (e + U+0301) is graded, as `José` (NFC)."""
+    subs, out = tmp_path / "class", tmp_path / "out"
+    put(subs, "Jose\u0301", gc.solved())
+    log = []
+    grade(subs, out, jobs=1, timeout=60, seed=5, log=log.append)
+    assert {r["student_id"] for r in rows(out)} == {"Jos\u00e9"}
+    assert auto_points(out, "Jos\u00e9") == FULL
+    assert (out / "feedback" / "Jos\u00e9" / f"{gc.NB}.html").is_file()
+    assert not (out / "feedback" / "Jose\u0301").exists()
+    assert not any("[提交文件夹]" in line for line in log), log
+
 def test_glob_folder_name_touches_nobody(graded_twice):
     """B9: a folder named `[ab]*` is skipped with a note; alice's and bob's results and bob's hand
     grade stay exactly as they were."""

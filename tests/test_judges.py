@@ -136,3 +136,32 @@ def test_a_result_the_checks_cannot_compare_costs_that_exercise_only():
            for _ in cases]
     verdict = judge("flops", cases, odd)
     assert not verdict.passed and "检查没法比较你的结果" in verdict.message
+
+
+def test_a_hidden_verdict_names_the_mistake_and_where_without_values():
+    """The same wrong answers as above, judged as a hidden check: what and where, no number of the case."""
+    from w1d1_student.engine import HIDDEN_NOTE, judging
+
+    g = np.random.default_rng(5)
+    want = g.normal(size=(4, 4))
+    one_wrong = np.where(np.arange(16).reshape(4, 4) == 11, 7.0, want)
+    with judging(True):
+        scaled = _verdict_for(want / 8, want).message
+        constant = _verdict_for(np.full_like(want, 0.25), want).message
+        single = _verdict_for(one_wrong, want).message
+        count = _two_outputs(1.0, 2.0).message
+    assert "只差一个常数因子" in scaled and "0.125" not in scaled
+    assert "每个元素都相等" in constant and "0.25" not in constant
+    assert "第一个在下标 [2, 3]" in single and "出错的输出：`y`，形状 (4, 4)，第一个不一致的位置：下标 [2, 3]" in single
+    assert "ASYM-BUG" in count and "出错的输出：`asym`" in count
+    for message in (scaled, constant, single, count):
+        assert message.endswith(HIDDEN_NOTE) or "ASYM" in message
+        assert "期望的" not in message and "你的 `" not in message and f"{want[0, 0]:.4f}" not in message
+    case = {"stage": "t", "_oracle": {"n": 123456789, "macs": 61728394}}
+    ex = Exercise((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))]),), show=lambda c: "T=98765",
+                  untouched=None)
+    with judging(True):
+        hidden = ex([case], [{"ok": True, "out": {"n": 61728394, "n_type": "int"}}]).message
+    public = ex([case], [{"ok": True, "out": {"n": 61728394, "n_type": "int"}}]).message
+    assert hidden == f"【t】MACS\n出错的输出：`n`（类型 int）\n{HIDDEN_NOTE}"
+    assert "123456789" in public and "98765" in public

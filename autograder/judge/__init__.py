@@ -109,4 +109,4 @@ def judge_payload(payload, seed):
         from w1d1_student.engine import fail
 
         return fail(str(exc))
-    return judge(grade_id, with_answers(grade_id, cases), payload.get("results"))
+    return judge(grade_id, with_answers(grade_id, cases), payload.get("results"), hidden=bool(payload.get("hidden")))

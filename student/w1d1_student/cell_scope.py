@@ -9,6 +9,7 @@ import builtins
 import dis
 import json
 import os
+import re
 import sys
 from collections import Counter
 
@@ -99,32 +100,151 @@ def python_in_namespace(source):
     return python_in_namespace("".join(lines[1:])) if magic and magic[0] in BODY_IN_NAMESPACE else ""
 
 
-def _bound_names(source):
-    """Every name a cell binds at top level (def, class, import, assignment, for, with, ...)."""
+def parse_in_namespace(source):
+    """The syntax tree of what a cell runs in the notebook's namespace (IPython's transforms applied,
+    the body of %%time and the like); None when that is not Python."""
     try:
         from IPython.core.inputtransformer2 import TransformerManager
 
-        tree = ast.parse(TransformerManager().transform_cell(python_in_namespace(source)))
+        return ast.parse(TransformerManager().transform_cell(python_in_namespace(source)))
     except (SyntaxError, ImportError, ValueError):
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.Global):
+        return None
+
+
+class _Binder(ast.NodeVisitor):
+    """The names a module's code binds in the module's namespace, as Python's scoping rules bind them."""
+
+    def __init__(self):
+        self.found = {}
+        self.declared = None  # None: module level; else the names a function or class body declares global
+
+    def bind(self, name, kind):
+        if self.declared is None or name in self.declared:
+            self.found.setdefault(name, set()).add(kind)
+
+    def in_scope(self, body, declared):
+        """A function, lambda or class body: only what it declares `global` reaches the module."""
+        outer, self.declared = self.declared, declared
+        for node in body:
+            self.visit(node)
+        self.declared = outer
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Store):
+            self.bind(node.id, "assign")
+
+    def visit_NamedExpr(self, node):  # a walrus binds in the enclosing scope, out of comprehensions too
+        self.bind(node.target.id, "assign")
+        self.visit(node.value)
+
+    def visit_AnnAssign(self, node):  # `x: int` alone binds nothing
+        if node.value is not None:
+            self.visit(node.target)
+            self.visit(node.value)
+        self.visit(node.annotation)
+
+    def visit_FunctionDef(self, node):
+        self.bind(node.name, "def")
+        for expr in node.decorator_list + [node.args] + ([node.returns] if node.returns else []):
+            self.visit(expr)  # decorators, defaults and annotations run in the enclosing scope
+        self.in_scope(node.body, _declared_global(node.body))
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        self.bind(node.name, "class")
+        for expr in node.decorator_list + node.bases + node.keywords:
+            self.visit(expr)
+        self.in_scope(node.body, _declared_global(node.body))
+
+    def visit_Lambda(self, node):
+        self.visit(node.args)
+        self.in_scope([node.body], set())
+
+    def visit_comprehension(self, node):  # its loop variables are the comprehension's own
+        self.visit(node.iter)
+        for cond in node.ifs:
+            self.visit(cond)
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self.bind((alias.asname or alias.name).split(".")[0], "import")
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            if alias.name != "*":
+                self.bind(alias.asname or alias.name, "import")
+
+    def visit_ExceptHandler(self, node):
+        if node.name:
+            self.bind(node.name, "except")
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node):
+        if node.name:
+            self.bind(node.name, "match")
+        self.generic_visit(node)
+
+    def visit_MatchStar(self, node):
+        if node.name:
+            self.bind(node.name, "match")
+
+    def visit_MatchMapping(self, node):
+        if node.rest:
+            self.bind(node.rest, "match")
+        self.generic_visit(node)
+
+
+def _declared_global(body):
+    """Names a function or class body declares `global` (its nested scopes declare their own)."""
+    names, todo = set(), list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Global):
             names.update(node.names)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo += list(ast.iter_child_nodes(node))
     return names
+
+
+def bindings(source):
+    """{name: kinds} for every name running the cell binds in the notebook's namespace, read from its
+    source as Python binds names at module level: def, class, import, assignment (augmented, annotated
+    with a value, unpacking, walrus anywhere in the cell's own expressions, comprehensions included),
+    for and with targets, except ... as, match captures, and what a function or class body declares
+    `global` and binds. Kinds: "def", "class", "import", "assign", "except", "match". `del` is ignored.
+
+    Static only: a binding the source does not spell (`globals()["f"] = ...`, exec, setattr on the
+    module) is not one. The one answer to this question: the grader's answer check (`defined_names`),
+    the home check and the home warning (`names_in_grading_cells`) all read it."""
+    tree = parse_in_namespace(source)
+    if tree is None:
+        return {}
+    binder = _Binder()
+    binder.visit(tree)
+    return binder.found
+
+
+def bound_names(source):
+    return set(bindings(source))
+
+
+def defined_names(source):
+    """The names a cell defines itself: bound other than only by an import (导入或加载现成的实现不算作答)."""
+    return {name for name, kinds in bindings(source).items() if kinds != {"import"}}
+
+
+def missing_message(missing):
+    return ("答案单元格里没有定义 " + "、".join(f"`{n}`" for n in missing)
+            + "（导入或加载现成的实现不算作答；`globals()[...] = ...`、exec 这类动态写法评分时认不出，"
+            "要用 def、class 或赋值写出这个名字）")
 
 
 def names_in_grading_cells(nb):
     cells = nb["cells"]
     names = set()
     for i in grading_cells(nb):
-        names |= _bound_names(_source(cells[i]))
+        names |= bound_names(_source(cells[i]))
     return names
 
 
@@ -205,3 +325,53 @@ def warn_outside(ns, names):
               "答案单元格和检查单元格，演示和你自己添加的单元格都不运行，这些名字将不存在、这道题会失分："
               "把需要的定义写进答案单元格。", file=sys.stderr)
     return outside
+
+
+def _ipython_cell_source(obj):
+    """The source of the IPython cell that made `obj` (the code IPython ran, kept for its tracebacks),
+    or None when it did not come from a cell of this session."""
+    import linecache
+
+    try:
+        from IPython import get_ipython
+
+        cells = get_ipython().compile._filename_map
+    except Exception:  # no IPython shell (a plain script, a test)
+        return None
+    for code in _codes(obj):
+        entry = linecache.cache.get(code.co_filename)
+        if code.co_filename in cells and entry and len(entry) == 4:
+            return "".join(entry[2])
+    return None
+
+
+def _saved_definitions(ns, grade_id):
+    """What the saved notebook's answer cells of `grade_id` define (as grading reads them), or None."""
+    nb = _notebook(ns)
+    cells = answer_cells(nb, grade_id) if nb is not None else []
+    return set().union(*(defined_names(_source(c)) for c in cells)) if cells else None
+
+
+def undefined_at_home(ns, grade_id, names):
+    """At home, the grader's answer check (`defined_names` on the answer cell): the message of a
+    failure, or None. Read on the saved notebook's answer cell (what grading reads); where that cell
+    does not define a name but the cell that made its object does, the file is only behind (or the
+    definition sits in another cell): a warning. With no notebook file known, a name whose object
+    comes from a cell that mentions it without binding it (`globals()["softmax"] = ...`, exec) fails
+    as it would while grading."""
+    missing, unsaved = [], []
+    saved = _saved_definitions(ns, grade_id)
+    for name in names:
+        if name not in ns:
+            continue  # the run itself says so
+        cell = _ipython_cell_source(ns[name])
+        in_cell = cell is not None and name in defined_names(cell)
+        if saved is not None and name not in saved:
+            (unsaved if in_cell else missing).append(name)
+        elif saved is None and cell is not None and not in_cell and re.search(rf"\b{re.escape(name)}\b", cell):
+            missing.append(name)
+    if unsaved:
+        listed = "、".join(f"`{n}`" for n in unsaved)
+        print(f"⚠️ 已保存的笔记本里，这道题的答案单元格没有定义 {listed}。评分读的是保存的文件、只认答案单元格里的定义："
+              "把定义写在答案单元格里，并保存笔记本（Ctrl+S）。", file=sys.stderr)
+    return missing_message(missing) if missing else None

@@ -3,9 +3,17 @@
 References and the outputs of known bugs are never computed here: the grader puts them into each
 case as `case["_oracle"][name]` (computed live while grading, precomputed as data for the public
 cases a student runs at home). `known(name)` reads one of them.
+
+A hidden check's message names the mistake and where it shows (the case, the output, its shape, the
+first differing position, the known bug) but never the case's inputs, the expected values or the
+student's values: a student who resubmits must not collect the answers of cases that do not change
+with the run's seed. `judging(hidden)` says which kind of check is judged; `fail(message, shown,
+where)` and `shown_only_public` are the one place that decides what a message shows.
 """
+import contextvars
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +36,39 @@ MASK_MESSAGES = {
 }
 
 
-def fail(message):
+_HIDDEN = contextvars.ContextVar("w1d1_judging_hidden", default=False)
+HIDDEN_NOTE = "（隐藏检查不显示用例的输入、期望值和你的输出。）"
+
+
+@contextmanager
+def judging(hidden):
+    """Verdicts made inside are on the cases of a hidden check (True) or of a public one."""
+    token = _HIDDEN.set(bool(hidden))
+    try:
+        yield
+    finally:
+        _HIDDEN.reset(token)
+
+
+def judging_hidden():
+    return _HIDDEN.get()
+
+
+def fail(message, shown=None, where=None):
+    """A failing verdict. `shown`: the lines under the message that show the case's inputs, the expected
+    values or the student's values; a public check's message ends with them. A hidden check's ends
+    instead with `where` (which output, its shape, the first differing position: no values) and a
+    note that values are not shown."""
+    if shown is not None and not _HIDDEN.get():
+        return Verdict(False, f"{message}\n{shown}")
+    if shown is not None:
+        return Verdict(False, "\n".join([message] + ([where] if where else []) + [HIDDEN_NOTE]))
     return Verdict(False, message)
+
+
+def shown_only_public(text, instead=""):
+    """Part of a sentence that shows a value: itself in a public check's message, `instead` in a hidden one's."""
+    return instead if _HIDDEN.get() else text
 
 
 def known(name):
@@ -50,7 +89,9 @@ def _input_changed(res):
 
 
 def fmt(x, max_items=24):
-    """A short printable form of an array or number."""
+    """A short printable form of an array or number (in a hidden check's message: no values at all)."""
+    if _HIDDEN.get():
+        return "（隐藏）"
     arr = np.asarray(x)
     if arr.size > max_items:
         flat = np.array2string(arr.ravel()[:max_items], precision=4, suppress_small=True, max_line_width=100)
@@ -168,8 +209,24 @@ class Output:
                 msg = "结果里出现了 NaN 或 inf。"
             else:
                 msg = describe_mismatch(self.key, g, w, rtol, atol)
+        if _HIDDEN.get():
+            return fail(f"【{stage}】{msg}", shown="", where=self.locate(case, got, want))
         shown = self.render(case, want, got) if self.render else _want_got(self.key, want, got, case, ex.show)
-        return fail(f"【{stage}】{msg}\n{shown}")
+        return fail(f"【{stage}】{msg}", shown=shown)
+
+    def locate(self, case, got, want):
+        """Where a wrong value shows, without a value: the output, its shape, the first differing position."""
+        text = f"出错的输出：{self.label().strip()}，形状 {tuple(got.shape)}"
+        if self.view is not _same_view or not (_numeric(got) or got.dtype.kind == "b") or got.shape != want.shape:
+            return text
+        rtol, atol = self.tolerance(case)
+        if got.dtype.kind == "b" or want.dtype.kind == "b":
+            wrong = got != want
+        else:
+            wrong = ~np.isclose(got.astype(float), want.astype(float), rtol=rtol, atol=atol, equal_nan=True)
+        if got.ndim and wrong.any():
+            text += f"，第一个不一致的位置：下标 {[int(i) for i in np.argwhere(wrong)[0]]}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -263,10 +320,14 @@ class Number(Output):
 
     def check(self, stage, case, out, ex, diagnoses):
         got, type_name, want = out.get(self.key), str(out.get(f"{self.key}_type")), self.want(case)
-        where = (f"输入：{ex.show(case)}\n" if ex.show else "") + \
+        shown = None if _HIDDEN.get() else (f"输入：{ex.show(case)}\n" if ex.show else "") + \
             f"期望的 `{self.key}`：{want!r}\n你的 `{self.key}`：{got!r}（类型 {type_name}）"
+
+        def fail_at(message):
+            return fail(f"【{stage}】{message}", shown=shown or "", where=f"出错的输出：`{self.key}`（类型 {type_name}）")
+
         if isinstance(got, str) or got is None:
-            return fail(f"【{stage}】`{self.key}` 应当是一个数，得到类型 {type_name}。\n{where}")
+            return fail_at(f"`{self.key}` 应当是一个数，得到类型 {type_name}。")
         if not self._same(got, want):
             own = self.diagnoses if self.diagnoses is not None else diagnoses
             named = [m for m, bug in own if _near(got, _answer_or_none(bug, case))]
@@ -275,13 +336,13 @@ class Number(Output):
                 msg = "数值只差一点：用浮点数算大整数丢了精度。" + self.type_note
             if msg is None and self.kind == "int" and want >= 2**63:
                 msg = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
-            return fail(f"【{stage}】{msg or f'`{self.key}` 的数值不对。'}\n{where}")
+            return fail_at(msg or f"`{self.key}` 的数值不对。")
         if self.kind == "int" and not _is_int_type(type_name):
-            return fail(f"【{stage}】数值对了，但类型是 {type_name}。{self.type_note}\n{where}")
+            return fail_at(f"数值对了，但类型是 {type_name}。{self.type_note}")
         if self.kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
-            return fail(f"【{stage}】`{self.key}` 应返回 float，得到类型 {type_name}。\n{where}")
+            return fail_at(f"`{self.key}` 应返回 float，得到类型 {type_name}。")
         if self.bounds and not self.bounds[0] <= _as_float(got) <= self.bounds[1]:
-            return fail(f"【{stage}】{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间。\n{where}")
+            return fail_at(f"{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间。")
         return None
 
     def _same(self, got, want):
@@ -390,12 +451,13 @@ def describe_mismatch(key, got, exp, rtol, atol):
     if not np.any(got) and np.any(exp):
         return head + "：你的结果全是 0——是不是返回了占位的 zeros，或者没有把算出的值写回去？"
     if got.size > 1 and np.ptp(got) == 0 and np.ptp(exp) > 0:
-        return head + f"：你的结果每个元素都等于 {got.flat[0]:.4g}，没有随输入变化。"
+        return head + "：你的结果每个元素都" + shown_only_public(f"等于 {got.flat[0]:.4g}", "相等") + "，没有随输入变化。"
     if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and close(np.swapaxes(got, -1, -2), exp, rtol, atol):
         return head + "：它正好是参考答案的转置——检查哪一维是 query（行）、哪一维是 key（列）。"
     scale = float(np.vdot(got, exp) / np.vdot(exp, exp)) if np.any(exp) else 0.0
     if scale != 0 and not np.isclose(scale, 1) and close(got, scale * exp, max(rtol, 1e-5), atol):
-        return head + f"：它是参考答案的 {scale:.4g} 倍，只差一个常数因子——检查缩放（如 1/√d_k）或归一化。"
+        return head + shown_only_public(f"：它是参考答案的 {scale:.4g} 倍，只差一个常数因子", "：它和参考答案只差一个常数因子") \
+            + "——检查缩放（如 1/√d_k）或归一化。"
     wrong = ~np.isclose(got, exp, rtol=rtol, atol=atol)
     if 0 < wrong.sum() <= max(1, wrong.size // 4):
         first = tuple(int(i) for i in np.argwhere(wrong)[0])

@@ -88,14 +88,16 @@ def run_cases(grade_id, ns, cases, hidden=False):
     return {"grade_id": grade_id, "hidden": bool(hidden), "results": results, "origins": origins}
 
 
-def judge(grade_id, cases, results):
-    """The verdict on `results` of the student's code on `cases` (each case carrying `_oracle`)."""
-    from .engine import fail
+def judge(grade_id, cases, results, hidden=False):
+    """The verdict on `results` of the student's code on `cases` (each case carrying `_oracle`);
+    `hidden`: the cases of the hidden check, whose message shows no input, expected or student's value."""
+    from .engine import fail, judging
 
     if not isinstance(results, list) or len(results) != len(cases):
         return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
     try:
-        return registry.judge(grade_id)(cases, results)
+        with judging(hidden):
+            return registry.judge(grade_id)(cases, results)
     except Exception as exc:  # a value the checks cannot even compare costs this exercise only
         return fail(f"检查没法比较你的结果（{type(exc).__name__}: {str(exc)[:200]}）：返回值不符合题目的约定"
                     "（形状、类型或数值范围）。这道题不得分；对照题目要求的返回值再检查一遍。")
@@ -114,8 +116,11 @@ def check(grade_id, hidden=False):
 
         display({wire.MIME: wire.dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
         return None
+    undefined = cell_scope.undefined_at_home(ns, grade_id, registry.driver(grade_id).names)  # as grading reads it
+    if undefined:
+        raise CheckFailed(f"【{grade_id}】{undefined}。评分时这道题得 0 分。")
     cell_scope.warn_outside(ns, registry.driver(grade_id).names)  # grading runs only setup/answer/test cells
-    verdict = judge(grade_id, cases, wire.loads(wire.dumps(payload))["results"])  # the data the grader would see
+    verdict = judge(grade_id, cases, wire.loads(wire.dumps(payload))["results"], hidden)  # what the grader would see
     if not verdict.passed:
         raise CheckFailed(verdict.message)
     kind = "隐藏检查" if hidden else "公开检查"

@@ -32,6 +32,30 @@ def asymmetry(S):
     return float(np.linalg.norm(S - S.T) / np.linalg.norm(S))
 '''
 
+# every way Python binds `softmax` at module level: each passes the checks, and the grader's answer
+# check and check() at home (w1d1_student.cell_scope.defined_names) count it as defined in the cell
+_BODY = "    z = np.exp(x - np.max(x, axis=axis, keepdims=True))\n    return z / np.sum(z, axis=axis, keepdims=True)\n"
+BINDING_STYLES = [
+    # walrus at module level (inside an expression statement)
+    "import numpy as np\n(softmax := lambda x, axis=-1: np.exp(x - np.max(x, axis=axis, keepdims=True))\n"
+    "    / np.sum(np.exp(x - np.max(x, axis=axis, keepdims=True)), axis=axis, keepdims=True))\n",
+    # inside `if True:`
+    "import numpy as np\nif True:\n  def softmax(x, axis=-1):\n" + _BODY.replace("    ", "      "),
+    # inside a with block
+    "import contextlib\nimport numpy as np\nwith contextlib.suppress(ImportError):\n  def softmax(x, axis=-1):\n"
+    + _BODY.replace("    ", "      "),
+    # try / except
+    "import numpy as np\ntry:\n  from scipy.special import softmax as _fast\nexcept ImportError:\n  _fast = None\n"
+    "def softmax(x, axis=-1):\n" + _BODY,
+    # for-loop binding
+    "import numpy as np\ndef _stable(x, axis=-1):\n" + _BODY + "for softmax in [_stable]:\n    pass\n",
+    # `global` in a function that the cell calls
+    "import numpy as np\ndef _install():\n    global softmax\n    def softmax(x, axis=-1):\n"
+    + _BODY.replace("    ", "        ") + "_install()\n",
+    # walrus inside a comprehension (binds in the cell's namespace)
+    "import numpy as np\ndef _stable(x, axis=-1):\n" + _BODY + "_ = [softmax := f for f in [_stable]]\n",
+]
+
 VARIANTS = {
     "softmax": {
         "solution": notebook_solution("softmax"),
@@ -73,7 +97,7 @@ import numpy as np, torch
 def softmax(x, axis=-1):
     return torch.softmax(torch.from_numpy(np.asarray(x, dtype=np.float64)), dim=axis).numpy()
 ''',
-        ],
+        ] + BINDING_STYLES,
         "buggy": [
             ('''
 import numpy as np

@@ -6,7 +6,7 @@ tensor as its first differing sample.
 """
 import numpy as np
 
-from ..engine import Exercise, Output, close, fail, fmt, known, raised
+from ..engine import Exercise, Output, close, fail, fmt, known, raised, shown_only_public
 
 INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
 OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
@@ -193,20 +193,20 @@ def _ms_rows(c, out):
     leaked = got[m & rows[..., None]]
     if leaked.size and np.any(leaked != 0):
         return fail(f"{stage}被屏蔽的位置不是恰好 0（最大 {np.max(np.abs(leaked)):.3g}）：填充值不够负，"
-                    f"例如 exp(-100) 在 float64 里不是 0。用 torch.finfo(dtype).min 或 -inf 填充。\n输入：{_ms_show(c)}")
+                    "例如 exp(-100) 在 float64 里不是 0。用 torch.finfo(dtype).min 或 -inf 填充。", shown=f"输入：{_ms_show(c)}")
     full = got[~rows]
     if full.size and not np.all(np.isfinite(full)):
-        return fail(f"{stage}{FULL_ROW_NAN}\n输入：{_ms_show(c)}\n你在整行被屏蔽的行上的输出：\n{fmt(full)}")
+        return fail(f"{stage}{FULL_ROW_NAN}", shown=f"输入：{_ms_show(c)}\n你在整行被屏蔽的行上的输出：\n{fmt(full)}")
     for row in full:
         if not (np.all(np.abs(row) <= 1e-12) or np.allclose(row, 1.0 / row.size, rtol=1e-4, atol=1e-6)):
-            return fail(f"{stage}整行被屏蔽的行既不是全 0 也不是均匀分布：{fmt(row)}。常见原因：把 -1e9 这样的有限值"
-                        "「加」到分数上——float64 里分数之间的差被保留下来，整行被屏蔽时等于没屏蔽。"
-                        f"用 masked_fill「替换」成同一个值（或把整行置 0）。\n输入：{_ms_show(c)}")
+            return fail(f"{stage}整行被屏蔽的行既不是全 0 也不是均匀分布{shown_only_public(f'：{fmt(row)}')}。"
+                        "常见原因：把 -1e9 这样的有限值「加」到分数上——float64 里分数之间的差被保留下来，整行被屏蔽时"
+                        "等于没屏蔽。用 masked_fill「替换」成同一个值（或把整行置 0）。", shown=f"输入：{_ms_show(c)}")
     if out.get("grad_missing"):
         return fail(f"{stage}{GRAD_MISSING}")
     grad = np.asarray(out["grad"])
     if not np.all(np.isfinite(grad)):
-        return fail(f"{stage}{GRAD_NAN}\n输入：{_ms_show(c)}\n你的 scores.grad：\n{fmt(grad, max_items=80)}")
+        return fail(f"{stage}{GRAD_NAN}", shown=f"输入：{_ms_show(c)}\n你的 scores.grad：\n{fmt(grad, max_items=80)}")
     return _MS_GRAD.check(c["stage"], c, out, masked_softmax, ())
 
 
@@ -270,14 +270,16 @@ def _lp_gradients(c, out):
     y = np.asarray(out["y"])
     if not np.all(np.isfinite(y)):
         (b,) = first_bad(y, np.nan_to_num(y), 1)
-        return fail(f"{stage}{LP_NAN}\n输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}")
+        return fail(f"{stage}{LP_NAN}", shown=f"输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}",
+                    where=f"出错的输出：y（样本 b={b}）")
     if out.get("grad_missing"):
         return fail(f"{stage}{GRAD_MISSING}（缺少 {out['grad_missing']}）")
     for name in ("dv", "dk", "dq"):
         g = np.asarray(out[name])
         if not np.all(np.isfinite(g)):
             (b,) = first_bad(g, np.nan_to_num(g), 1)
-            return fail(f"{stage}{LP_GRAD_NAN}\n输入：{_lp_show(c, b)}\n你的 {name}[{b}]：\n{fmt(g[b], max_items=80)}")
+            return fail(f"{stage}{LP_GRAD_NAN}", where=f"出错的输出：{name}（样本 b={b}）",
+                        shown=f"输入：{_lp_show(c, b)}\n你的 {name}[{b}]：\n{fmt(g[b], max_items=80)}")
     if c["pad_upstream"] == "zero":
         for grad in _LP_GRADS:
             verdict = grad.check(c["stage"], c, out, leftpad_safe, ())

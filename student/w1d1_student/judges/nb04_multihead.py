@@ -5,7 +5,7 @@ module); for each realistic bug the grader reproduces its output so a mismatch n
 """
 import numpy as np
 
-from ..engine import MASK_MESSAGES, Exercise, Output, fail, fmt, known
+from ..engine import MASK_MESSAGES, Exercise, Output, fail, fmt, known, shown_only_public
 
 # ---------------------------------------------------------------- split / merge
 
@@ -140,7 +140,7 @@ def _structure(case, out):
     count = 4 * d * d + (4 * d if bias else 0)
     if out.get("param_count") != count:
         formula = "4d²+4d" if bias else "4d²"
-        return fail(f"【{stage}】参数量应为 {formula} = {count}（与头数无关：切分而不是复制），"
+        return fail(f"【{stage}】参数量应为 {formula}{shown_only_public(f' = {count}')}（与头数无关：切分而不是复制），"
                     f"得到 {out.get('param_count')}。每个 nn.Linear 都是 (d_model, d_model)。")
     return None
 

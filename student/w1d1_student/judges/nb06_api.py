@@ -5,14 +5,14 @@ depending on the kernel): the engine ignores those positions when naming the bug
 """
 import numpy as np
 
-from ..engine import Exercise, Output, fail, fmt, known
+from ..engine import Exercise, Output, fail, fmt, known, shown_only_public
 
 TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
 WEIGHT_TOL = (1e-5, 1e-6)
 
 
-def _at(case, message):
-    return fail(f"【{case['stage']}】{message}")
+def _at(case, message, shown=None):
+    return fail(f"【{case['stage']}】{message}", shown=shown)
 
 
 def _y(answer="ref", shape_note="", **kw):
@@ -101,17 +101,18 @@ def _dropout_structure(case, out):
     A = np.asarray(case["_oracle"]["weights"])
     got = np.asarray(out["y"], dtype=float)
     if np.allclose(got, A, rtol=1e-5, atol=1e-7):
-        return _at(case, f"training=True、dropout_p={p} 时输出和不做 dropout 完全一样："
+        return _at(case, f"training=True{shown_only_public(f'、dropout_p={p}')} 时输出和不做 dropout 完全一样："
                          "训练时要把 dropout_p 传给 SDPA（dropout_p=dropout_p if training else 0.0）。")
     kept = np.isclose(got, A / (1 - p), rtol=1e-4, atol=1e-6)
     zero = np.abs(got) <= 1e-7
     if not (kept | zero).all():
         return _at(case, f"V 是单位阵时输出就是 dropout 后的注意力权重：每个元素应是 0 或 A/(1-p)。"
-                         f"这里有 {int((~(kept | zero)).sum())} 个元素两者都不是（dropout_p 传错了？）。\n"
-                         f"期望（不 dropout 时 / (1-p)）：{fmt(A[0, 0] / (1 - p))}\n你的：{fmt(got[0, 0])}")
+                         f"这里有 {int((~(kept | zero)).sum())} 个元素两者都不是（dropout_p 传错了？）。",
+                   shown=f"期望（不 dropout 时 / (1-p)）：{fmt(A[0, 0] / (1 - p))}\n你的：{fmt(got[0, 0])}")
     frac = float(zero.mean())
     if abs(frac - p) > 0.15:
-        return _at(case, f"被置 0 的比例是 {frac:.2f}，而 dropout_p={p}（{zero.size} 个元素，允许 ±0.15）。")
+        return _at(case, shown_only_public(f"被置 0 的比例是 {frac:.2f}，而 dropout_p={p}（{zero.size} 个元素，允许 ±0.15）。",
+                                           "被置 0 的比例与 dropout_p 相差超过 ±0.15。"))
     return None
 
 
@@ -195,7 +196,7 @@ def _biases_present(case, out):
     """A module built without biases for a case with biases: its bias parameters are None."""
     for output in (IN_PROJ_BIAS, OUT_PROJ_BIAS):
         if case["bias"] and out.get(output.key) is None:
-            return _at(case, f"{output.fallback}\n期望：{fmt(output.want(case))}\n你的：None")
+            return _at(case, output.fallback, shown=f"期望：{fmt(output.want(case))}\n你的：None")
     return None
 
 

@@ -1,0 +1,108 @@
+"""A hidden check's message never shows its cases' inputs or expected values (nor the student's values,
+which give the expected ones away wherever they are right): it names the mistake and where it shows.
+
+Every hidden case of every exercise gets wrong answers (the solution's outputs on that case, each
+output in turn spoiled in a few ways); the hidden verdict must contain none of the number strings that
+would show that case's inputs or the expected outputs. The same wrong answers judged as a public
+check must show them: that is what makes this test able to fail.
+"""
+import re
+import warnings
+
+import numpy as np
+import pytest
+from w1d1_student import wire
+from w1d1_student.engine import fmt
+from w1d1_student.runner import judge, run_cases
+
+from autograder.judge import make_cases, with_answers
+from tests.test_mutations import VARIANTS
+
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+# the labels under which a public message shows values; a grid of a bool mask
+VALUE_LABELS = re.compile(r"输入：|期望的|期望：|期望（|你的 `|你的：|\[ [✗·]")
+
+
+def _significant(token):
+    digits = token.lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+    return len(digits) >= 3
+
+
+def _numbers(value):
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "fiu" or arr.size == 0:
+        return set()
+    texts = [fmt(arr), fmt(arr, max_items=80)]
+    if arr.ndim == 0:
+        texts += [repr(value), f"{float(arr):.4g}"]
+    return {t for text in texts for t in NUMBER.findall(text) if _significant(t)}
+
+
+def secrets(case, expected):
+    """Number strings that would show the case's inputs or the expected outputs (minus its name's own)."""
+    found = set()
+    for key, value in list(case.items()) + list(expected.items()):
+        if key not in ("stage", "_oracle") and not isinstance(value, (str, bool)):
+            found |= _numbers(value)
+    return found - set(NUMBER.findall(case.get("stage", "")))
+
+
+def leaks(message, case, expected):
+    shown = {t for t in secrets(case, expected) if re.search(rf"(?<![\d.]){re.escape(t)}(?![\d])", message)}
+    return sorted(shown) + (VALUE_LABELS.findall(message) or [])
+
+
+def spoiled(value):
+    """Wrong versions of one correct output (none for flags and type names)."""
+    if isinstance(value, (bool, str)) or value is None:
+        return []
+    if isinstance(value, int):
+        return [value + 1, value * 2 + 3]
+    if isinstance(value, float):
+        return [value * 1.37 + 0.01, value + 0.5]
+    arr = np.asarray(value)
+    if arr.size == 0 or arr.dtype.kind not in "fiub":
+        return []
+    if arr.dtype.kind == "b":
+        flipped = arr.copy()
+        flipped.flat[0] = not flipped.flat[0]
+        return [flipped, ~arr]
+    one = arr.copy()
+    one.flat[arr.size // 2] += 0.5 + abs(one.flat[arr.size // 2])
+    noise = np.random.default_rng(0).normal(size=arr.shape) * (float(np.std(arr)) + 1.0) * 0.3
+    return [one, arr * 1.37 + 0.01, (arr + noise).astype(arr.dtype)]
+
+
+def _solution_results(grade_id, cases):
+    ns = {"__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(VARIANTS[grade_id]["solution"], "<answer cell>", "exec"), ns)
+        payload = run_cases(grade_id, ns, cases, hidden=True)
+    return wire.loads(wire.dumps(payload))["results"]
+
+
+@pytest.mark.parametrize("grade_id", sorted(VARIANTS))
+def test_hidden_messages_show_no_inputs_or_expected_values(grade_id):
+    cases = make_cases(grade_id, 0, True)
+    answered = with_answers(grade_id, cases)
+    good = _solution_results(grade_id, cases)
+    assert judge(grade_id, answered, good, hidden=True).passed
+    hidden_leaks, public_shows, wrong = [], 0, 0
+    for i, (case, res) in enumerate(zip(cases, good)):
+        expected = {k: v for k, v in res["out"].items() if not k.endswith(("_dtype", "_type"))}
+        for key, value in expected.items():
+            for bad in spoiled(value):
+                results = [dict(r, out=dict(r["out"])) for r in good]
+                results[i]["out"][key] = bad
+                hidden = judge(grade_id, answered, results, hidden=True)
+                if hidden.passed:
+                    continue  # an output the checks do not compare on its own
+                wrong += 1
+                found = leaks(hidden.message, case, expected)
+                if found:
+                    hidden_leaks.append((case["stage"], key, found[:5], hidden.message[:300]))
+                public_shows += bool(leaks(judge(grade_id, answered, results, hidden=False).message, case, expected))
+    assert wrong, "no spoiled output failed the hidden check"
+    assert not hidden_leaks, hidden_leaks[:3]
+    assert public_shows, "the same wrong answers judged publicly show nothing either: the detector finds nothing"

@@ -4,6 +4,7 @@ source = solutions/, release = notebooks/, assignment w1d1. Grading runs each st
 a bubblewrap sandbox and reaches verdicts in the grader's own process (see autograder/).
 """
 import os
+import secrets
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,6 +52,9 @@ c.Autograde.autograde_preprocessors = [
     SandboxedExecute, JudgeProbes, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
+# one seed per grading run, handed to both the kernels (cases) and the verdicts: hidden cases differ from
+# run to run on every path (the grading command sets its own)
+c.SandboxKernelManager.grader_seed = c.JudgeProbes.seed = secrets.randbelow(2**31)
 c.Execute.timeout = 120
 c.SandboxedExecute.timeout = 120
 c.Execute.startup_timeout = 180

@@ -158,3 +158,16 @@ def test_the_command_runs_the_very_chain_nbgrader_runs(tmp_path):
                          ("Autograde", "autograde_preprocessors"), ("GenerateFeedback", "preprocessors"),
                          ("GenerateFeedback", "exporter_class")]:
         assert ours[section][key] == hub[section][key], (section, key)
+
+
+def test_every_nbgrader_run_draws_its_own_seed(tmp_path):
+    """Plain nbgrader draws one seed per run and hands it to the kernels and the verdicts alike."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    (tmp_path / "nbgrader_config.py").write_text(course_config(tmp_path, tmp_path / "exchange"))
+    seeds = []
+    for _ in range(2):
+        cfg = PyFileConfigLoader("nbgrader_config.py", path=str(tmp_path)).load_config()
+        assert cfg.SandboxKernelManager.grader_seed == cfg.JudgeProbes.seed
+        seeds.append(cfg.JudgeProbes.seed)
+    assert seeds[0] != seeds[1]

@@ -1,7 +1,8 @@
 """Feedback pages that carry no live student markup and stay small.
 
 Three layers (configured in nbgrader_config.py):
-1. `SafeOutputs` keeps only inert output types (text, images, HTML/markdown) and caps what a
+1. `SafeOutputs` shows only the test cells' outputs (the verdicts; what student code printed while
+   graded stays off the page), only inert output types (text, images, HTML/markdown), and caps what a
    notebook's cells may put on the page, so a page stays under `MAX_PAGE_BYTES`;
 2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) and `SafeHTMLExporter` clean every
    rendered markdown cell and HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
@@ -89,6 +90,9 @@ class SafeOutputs(Preprocessor):
                 cell.source = cell.source[:self.source_limit] + "\n…（单元格太长，反馈里只显示开头）"
             if cell.cell_type != "code":
                 _inert_attachments(cell)
+                continue
+            if not cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+                cell.outputs = []  # what student code printed while graded (a hidden case's inputs, say) stays off the page
                 continue
             kept = []
             for out in cell.get("outputs", []):

@@ -196,14 +196,14 @@ def _where(cell, line):
 
 def answer_problems(nb, grade_id):
     """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
-    A reference to the checking machinery costs the exercise whose answer cell holds it; a forbidden
-    API costs the exercise that forbids it in any answer cell of the notebook (every one runs while grading)."""
+    A reference to the checking machinery in any answer cell costs every exercise of the notebook (a helper
+    defined in one cell serves the others); a forbidden API costs the exercise that forbids it in any
+    answer cell of the notebook (every one runs while grading)."""
     problems = []
     trees = [t for t in (_tree(c.source) for c in nb.cells if c.cell_type == "code") if t is not None]
     context = notebook_context(trees)
     for cell in _answer_cells(nb):
-        own = _answer_of(cell) == grade_id
-        for line, what in machinery_uses(cell.source)[:1] if own else ():
+        for line, what in machinery_uses(cell.source)[:1]:  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
         for line, api in forbidden_uses(cell.source, grade_id, context)[:1]:

@@ -57,14 +57,38 @@ def read_bytes(path):
     return data
 
 
+# what each cell and output type may hold (nbformat 4.5); anything else Jupyter opens but the schema refuses
+CELL_KEYS = {"code": {"id", "cell_type", "metadata", "source", "outputs", "execution_count"},
+             "markdown": {"id", "cell_type", "metadata", "source", "attachments"},
+             "raw": {"id", "cell_type", "metadata", "source", "attachments"}}
+OUTPUT_KEYS = {"stream": {"output_type", "name", "text"}, "error": {"output_type", "ename", "evalue", "traceback"},
+               "display_data": {"output_type", "data", "metadata"},
+               "execute_result": {"output_type", "data", "metadata", "execution_count"}}
+
+
+def _as_jupyter_reads(nb):
+    """Drop what Jupyter ignores but the schema refuses (an `outputs` list on a markdown cell, `transient`
+    on an output, ids in a 4.4 notebook…), so a notebook that opens at home is read."""
+    if nb.nbformat == 4 and nb.nbformat_minor < 5 and any("id" in c for c in nb.cells):
+        nb.nbformat_minor = 5
+    for cell in nb.cells:
+        for key in set(cell) - CELL_KEYS.get(cell.get("cell_type"), set(cell)):
+            del cell[key]
+        for out in cell.get("outputs", []) if isinstance(cell.get("outputs"), list) else []:
+            if isinstance(out, dict):
+                for key in set(out) - OUTPUT_KEYS.get(out.get("output_type"), set(out)):
+                    del out[key]
+    return nb
+
+
 def parse_notebook(data):
     """A v4 notebook from a file's bytes, every string encodable; raises Unreadable saying why."""
     try:
         raw = repair.encodable(json.loads(data.decode("utf-8")))
-        nb = nbformat.reads(json.dumps(raw), as_version=4)
+        nb = _as_jupyter_reads(nbformat.reads(json.dumps(raw), as_version=4))
         nbformat.validate(nb)
     except Exception as exc:  # bad JSON, bad UTF-8, too deep, wrong schema …
-        raise Unreadable(f"{type(exc).__name__}: {printable(str(exc))[:200]}") from None
+        raise Unreadable(f"{type(exc).__name__}: {str(exc)[:200]}") from None
     if len(nb.cells) > MAX_CELLS:
         raise Unreadable(f"有 {len(nb.cells)} 个单元格，超过上限 {MAX_CELLS}")
     return nb
@@ -110,7 +134,7 @@ class SubmissionReader(NotebookExporter):
         nb, why = read_notebook(filename)
         if nb is None:
             nb = course_notebook(RELEASE_DIR, name)
-            resources.setdefault(NOTES, []).append(f"`{printable(basename)}` 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")
+            resources.setdefault(NOTES, []).append(f"`{basename}` 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")
         return self.from_notebook_node(nb, resources, **kw)
 
 
@@ -126,5 +150,5 @@ class RepairSubmission(NbGraderPreprocessor):
         except Exception as exc:  # a repair that fails costs this notebook only
             nb = course_notebook(RELEASE_DIR, name)
             notes.append(f"{name}：这本笔记本无法处理（{type(exc).__name__}），按未作答的发布版评分，记 0 分。请联系助教。")
-        nb.metadata[OWN_KEY] = {"notes": [printable(n) for n in notes]}
+        nb.metadata[OWN_KEY] = {"notes": [printable(n) for n in notes]}  # the one place they are made printable
         return nb, resources

@@ -75,13 +75,15 @@ class SandboxedExecute(Execute):
             result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             self._done.append(cell_index)
             return result
-        except (CellTimeoutError, DeadKernelError) as exc:
+        except Exception as exc:  # a timeout, a dead kernel, or a message nbclient cannot read: this cell only
             if self._time_left() <= 0:
                 why = self._over_budget() + "这个单元格被终止"
             elif isinstance(exc, CellTimeoutError):
                 why = f"运行超过 {self.timeout} 秒，已终止"
-            else:
+            elif isinstance(exc, DeadKernelError):
                 why = "内核在运行这个单元格时退出了（os._exit、内存或 CPU 时间超限、崩溃）"
+            else:
+                why = f"内核发来了无法读取的消息（{type(exc).__name__}），已丢弃"
             cell.outputs = list(cell.get("outputs", []))[:5] + [_error_output("单元格失败", why + "；之后的单元格在重启的内核里继续运行。")]
             self._broken.add(cell_index)
             if self._time_left() > 0:  # once the budget is spent, no more kernel work
@@ -214,7 +216,7 @@ def _payloads(cell):
             try:
                 text = data[wire.MIME]
                 found.append(wire.loads(text if isinstance(text, str) else json.dumps(text)))
-            except (ValueError, TypeError, KeyError):
+            except Exception:  # malformed, too deep (RecursionError) …: this probe is unusable
                 found.append(None)
     return found
 
@@ -255,6 +257,9 @@ class JudgeProbes(NbGraderPreprocessor):
         seed = self.seed
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-                passed, message = judge_cell(nb, cell, seed)
+                try:
+                    passed, message = judge_cell(nb, cell, seed)
+                except Exception as exc:  # a verdict that cannot be reached costs this test cell only
+                    passed, message = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。"
                 cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]
         return nb, resources

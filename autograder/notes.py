@@ -39,6 +39,16 @@ def from_data(items):
     return out
 
 
+def _unsafe(ch):
+    return 0xDC80 <= ord(ch) <= 0xDCFF or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def is_printable(text):
+    """Already safe for a note, a log line, a CSV cell (what `printable` makes): escaping it again would
+    only double its backslashes."""
+    return not any(_unsafe(ch) for ch in text)
+
+
 def printable(name):
     """A name from a student's folder as safe text for notes, logs and CSV files: bytes that are not
     UTF-8 and control or formatting characters as \\xNN (\\uNNNN), a backslash doubled."""
@@ -49,7 +59,7 @@ def printable(name):
             out.append(f"\\x{code - 0xDC00:02x}")
         elif ch == "\\":
             out.append("\\\\")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+        elif _unsafe(ch):
             out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
         else:
             out.append(ch)
@@ -60,4 +70,6 @@ def stored_in(nb):
     """The notes nbgrader's chain stored in a graded notebook's metadata (autograder/intake_chain.py)."""
     own = nb.get("metadata", {}).get(OWN_KEY)
     notes = own.get("notes") if isinstance(own, dict) else None
-    return [printable(n) for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
+    if not isinstance(notes, list):
+        return []
+    return [n if is_printable(n) else printable(n) for n in notes if isinstance(n, str)]

@@ -20,8 +20,6 @@ import uuid
 import nbformat
 from w1d1_student.cell_scope import COPY_KEY, OWN_KEY
 
-from .notes import printable
-
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
 META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
               "points": (int, float), "schema_version": int, "cell_type": str, "checksum": str}
@@ -65,7 +63,7 @@ def meta_problem(meta):
     for key, value in meta.items():
         want = META_TYPES.get(key)
         if want is None:
-            return f"多了未知字段 `{printable(str(key))[:40]}`"
+            return f"多了未知字段 `{str(key)[:40]}`"
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
             return f"字段 `{key}` 的类型错了"
     if "grade_id" in meta and not GRADE_ID.match(meta["grade_id"]):
@@ -190,28 +188,37 @@ def recover_stripped(name, nb, release):
     return notes
 
 
-def answer_copies(name, nb):
-    """Copies of an answer cell (JupyterLab's split cell, a pasted copy): a code copy keeps its place
-    and is marked to run there, as it ran at home; a written-answer copy is joined into the first."""
+def answer_copies(name, nb, release):
+    """Copies of an answer cell (JupyterLab's split cell, a pasted copy). The answer is the first cell of
+    its grade_id with the released cell type; a code copy keeps its place and is marked to run there, as
+    it ran at home; a written-answer copy is joined into the first; a copy of the other type (an old
+    attempt kept as text) is a plain cell."""
+    kinds = {grade_id(c): c.cell_type for c in release.cells if grade_id(c)}
     notes, first, kept = [], {}, []
     for cell in nb.cells:
         meta = _meta(cell)
-        head = first.setdefault(meta.get("grade_id"), cell) if meta.get("solution") else cell
-        if head is cell:
+        gid = meta.get("grade_id")
+        if meta.get("solution") and cell.cell_type == kinds.get(gid, cell.cell_type) and gid not in first:
+            first[gid] = cell
+        head = first.get(gid) if meta.get("solution") else None
+        if head is None or head is cell:
+            if meta.get("solution") and head is None:  # the other type, before the answer itself
+                del cell.metadata["nbgrader"]
+                notes.append(f"{name}：答案单元格 `{gid}` 有一份被改成了 {cell.cell_type} 单元格，当作你自己的普通单元格（不运行）。")
             kept.append(cell)
             continue
-        gid = meta["grade_id"]
         del cell.metadata["nbgrader"]
         if cell.cell_type == "code" and head.cell_type == "code":
             cell.metadata[OWN_KEY] = {COPY_KEY: gid}
-            kept.append(cell)
             notes.append(f"{name}：答案单元格 `{gid}` 有几份（拆分或复制的单元格）：评分时每一份都在它原来的位置运行，"
                          "和在家从上到下运行时一样。")
         elif cell.cell_type == head.cell_type:
             head.source = head.source.rstrip("\n") + "\n\n" + cell.source
             notes.append(f"{name}：文字答案 `{gid}` 被拆成了几个单元格，评分时按顺序合并成一个。")
+            continue
         else:
-            kept.append(cell)
+            notes.append(f"{name}：答案单元格 `{gid}` 有一份被改成了 {cell.cell_type} 单元格，当作你自己的普通单元格（不运行）。")
+        kept.append(cell)
     nb.cells = kept
     return list(dict.fromkeys(notes))
 
@@ -301,13 +308,14 @@ def unique_ids(nb):
 
 
 def repair(name, nb, release, source):
-    """Every repair of one notebook `nb` (changed in place), in order. Returns the notes (printable)."""
+    """Every repair of one notebook `nb` (changed in place), in order. Returns the notes, as raw text
+    (the chain makes them printable once)."""
     _clear_own_keys(nb)
     notes = restore_metadata(name, nb, release)
     notes += recover_stripped(name, nb, release)
-    notes += answer_copies(name, nb)
+    notes += answer_copies(name, nb, release)
     notes += tamper_notes(name, nb, source)
     drop_duplicates(nb)
     notes += restore_missing(name, nb, release)
     unique_ids(nb)
-    return [printable(n) for n in notes]
+    return notes

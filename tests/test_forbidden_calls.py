@@ -108,8 +108,12 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
     "        return f(*a, **(k or {}))",
 ])
-def test_reference_to_the_checking_machinery_zeroes_its_exercise(src):
+def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
+    """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
+    split_merge_heads' cell, used by mha): the reference costs every exercise of the notebook."""
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
-    problems = forbidden_calls.answer_problems(nb, "self_attention")
-    assert len(problems) == 1 and "评分检查机制" in problems[0], problems
-    assert forbidden_calls.answer_problems(nb, "softmax") == []  # another exercise keeps its points
+    for exercise in ("self_attention", "softmax"):
+        problems = forbidden_calls.answer_problems(nb, exercise)
+        assert len(problems) == 1 and "评分检查机制" in problems[0] and "self_attention" in problems[0], problems
+    clean = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": "y = 1"})
+    assert forbidden_calls.answer_problems(clean, "softmax") == []

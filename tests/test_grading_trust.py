@@ -124,8 +124,9 @@ def test_malformed_metadata_costs_only_that_student(graded):
     assert points(rows, "honest") == (FULL, FULL)
     for student in ("meta_list", "meta_str", "meta_gid_list"):
         got, total = points(rows, student)
-        assert total == FULL and got < FULL, student  # the softmax answer cell lost its metadata
-        assert "元数据被改坏" in feedback(graded, student)
+        # the broken metadata is dropped, and the answer cell is recognised by its cell id, as it ran at home
+        assert (got, total) == (FULL, FULL), student
+        assert "元数据被改坏" in feedback(graded, student) and "认出并恢复" in feedback(graded, student)
     assert points(rows, "bad_utf8") == (0, FULL)
     assert "无法读取" in feedback(graded, "bad_utf8")
 

@@ -97,10 +97,30 @@ def judge(grade_id, cases, results, hidden=False):
         return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
     try:
         with judging(hidden):
-            return registry.judge(grade_id)(cases, results)
+            verdict = registry.judge(grade_id)(cases, results)
     except Exception as exc:  # a value the checks cannot even compare costs this exercise only
-        return fail(f"检查没法比较你的结果（{type(exc).__name__}: {str(exc)[:200]}）：返回值不符合题目的约定"
+        why = type(exc).__name__ if hidden else f"{type(exc).__name__}: {str(exc)[:200]}"
+        return fail(f"检查没法比较你的结果（{why}）：返回值不符合题目的约定"
                     "（形状、类型或数值范围）。这道题不得分；对照题目要求的返回值再检查一遍。")
+    return _without_error_texts(verdict, results) if hidden else verdict
+
+
+def _without_error_texts(verdict, results):
+    """A hidden check's verdict with the student's error messages cut down to their exception type: the
+    student writes that text, and could print a hidden case's inputs in it."""
+    from .engine import Verdict
+
+    message = verdict.message
+    for res in results:
+        err = res.get("error") if isinstance(res, dict) else None
+        if not isinstance(err, str) or not err.strip():
+            continue
+        kind = err.split(":", 1)[0].strip()[:80]
+        shown = f"{kind}（隐藏检查不显示报错内容）"
+        for part in sorted({err, *err.splitlines()}, key=len, reverse=True):
+            if len(part.strip()) >= 4 and part.strip() != kind:
+                message = message.replace(part, shown)
+    return Verdict(verdict.passed, message) if message != verdict.message else verdict
 
 
 def check(grade_id, hidden=False):

@@ -97,13 +97,16 @@ def _make_autograd_watch():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if task_id() != self._task:  # an operator of a backward pass the student started
                 self._use.note("engine", str(func))
+            elif "_backward" in str(func):  # a derivative formula of torch's (aten._softmax_backward_data …) called by hand
+                self._use.note("calls", str(func))
             return func(*args, **(kwargs or {}))
 
     class AutogradUse:
         """What of autograd the student's code reached between `start()` and `stop()`, on this thread:
 
         calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
-                AD's dual tensors, grad_fn or grad read);
+                AD's dual tensors, grad_fn or grad read), or one of torch's own derivative operators
+                (aten.*_backward*) called directly;
         engine  an operator run by a backward pass started inside (its graph task is not the one at start:
                 torch.autograd.grad, .backward(), torch.func.vjp / grad, torch.autograd.functional, the engine
                 reached any other way);

@@ -52,6 +52,7 @@ class SandboxedExecute(Execute):
         self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
         self._replaying = False
+        self._case_data = None
 
     def preprocess(self, nb, resources=None, km=None):
         self._reset()
@@ -72,6 +73,7 @@ class SandboxedExecute(Execute):
             return cell
         self._current = cell_index
         try:
+            await self._deliver_cases(cell_index)
             result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             self._done.append(cell_index)
             return result
@@ -144,6 +146,7 @@ class SandboxedExecute(Execute):
             shadow = NotebookNode(cell_type="code", source=original.source, metadata=NotebookNode(),
                                   outputs=[], execution_count=None)
             try:
+                await self._deliver_cases(index)
                 await super().async_execute_cell(shadow, index, None, False)
             except (CellTimeoutError, DeadKernelError):
                 self._done.remove(index)
@@ -152,6 +155,37 @@ class SandboxedExecute(Execute):
                 await self._fresh_kernel()
             finally:
                 nb.cells[index] = original  # nbclient stores the executed cell back by index
+
+    def _cases_of(self, cell):
+        """The source of a hidden cell that hands the kernel the cases of `cell`'s checks (this run's seed):
+        sent just before the test cell, so no answer cell ever sees a case before its check runs."""
+        calls = check_calls(cell.source) if utils.is_grade(cell) and not utils.is_solution(cell) else []
+        if not calls:
+            return None
+        if self._case_data is None:
+            from .judge import case_file_data
+
+            self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
+        wanted = {}
+        for grade_id, hidden in calls:
+            kind = "hidden" if hidden else "public"
+            if kind in self._case_data.get(grade_id, {}):
+                wanted.setdefault(grade_id, {})[kind] = self._case_data[grade_id][kind]
+        text = json.dumps(wanted, separators=(",", ":"))
+        return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
+
+    async def _deliver_cases(self, index):
+        source = self._cases_of(self.nb.cells[index])
+        if source is None:
+            return
+        original, replaying = self.nb.cells[index], self._replaying
+        shadow = NotebookNode(cell_type="code", source=source, metadata=NotebookNode(), outputs=[], execution_count=None)
+        self._replaying = True  # its outputs (none) are neither kept nor counted
+        try:
+            await super().async_execute_cell(shadow, index, None, False)
+        finally:
+            self._replaying = replaying
+            self.nb.cells[index] = original  # nbclient stores the executed cell back by index
 
     def _is_probe(self, content, cell_index, size):
         """A check's result: only in a test cell, only as many as it has checks, plain and small."""

@@ -166,6 +166,7 @@ def recover_stripped(name, nb, release):
     answers = {grade_id(c): c for c in marked if _meta(c).get("solution") and c.cell_type == "code"}
     by_check = {grade_id(c): c for c in marked if _meta(c).get("grade") and not _meta(c).get("solution")}
     found = {"id": 0, "content": 0}
+    recovered = {}
     for cell in nb.cells:
         if "nbgrader" in cell.metadata:
             continue
@@ -176,9 +177,13 @@ def recover_stripped(name, nb, release):
         if (match is None or grade_id(match) in present) and cell.cell_type == "code":
             match = _answer_by_signature(cell, answers, present) or by_check.get(_check_target(cell.source))
         if match is None or match.cell_type != cell.cell_type or grade_id(match) in present:
+            half = _answer_by_signature(cell, {g: answers[g] for g in recovered if g in answers}, set())
+            if half is not None and cell.cell_type == "code":  # the other half of a split answer: runs in place
+                cell.metadata[OWN_KEY] = {COPY_KEY: grade_id(half)}
             continue
         cell.metadata["nbgrader"] = copy.deepcopy(match.metadata["nbgrader"])
         present.add(grade_id(match))
+        recovered[grade_id(match)] = cell
         found[how] += _meta(match).get("solution", False) or _meta(match).get("grade", False)
     notes = []
     if found["id"] or found["content"]:

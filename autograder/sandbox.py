@@ -1,7 +1,7 @@
 """Confined student kernels: bubblewrap + resource limits, talking over unix sockets (ipc).
 
 Each kernel sees the Python environment read-only (with the student package, which holds no
-answers), this run's case file read-only (at a neutral path, inputs only), and a private working
+answers) and a private working
 folder: a size-capped tmpfs filled with copies of the course's released files (notebooks/w1d1/,
 never the student's folder: nothing a student submitted beside the notebook is there to import or
 read). Nothing the kernel writes there survives it, so the grader never reads or writes a file a
@@ -15,7 +15,6 @@ unprivileged uid of its own so the process cap holds.
 import atexit
 import functools
 import importlib.util
-import json
 import os
 import random
 import shutil
@@ -35,7 +34,6 @@ from w1d1_student.runner import CASES_ENV
 from . import cgroup_limits, no_processes
 from .course import ASSIGNMENT, RELEASE_DIR
 
-CASE_FILE = "/opt/w1d1/cases.json"        # this run's cases, inside the sandbox
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
 INBOX = f"{HOME}/.submission"             # read-only copies the working folder is filled from
@@ -148,23 +146,6 @@ def _tool(name):
     return path
 
 
-def case_file_args(case_file):
-    """bwrap arguments that show the kernel this run's case file, read-only, and tell it where."""
-    if case_file is None:
-        return []
-    return ["--ro-bind", str(case_file), CASE_FILE, "--setenv", CASES_ENV, CASE_FILE]
-
-
-def write_case_file(folder, seed):
-    """The cases of every check for `seed` (inputs only, no answers), as JSON in `folder`."""
-    from .judge import case_file_data
-
-    path = Path(folder) / "cases.json"
-    path.write_text(json.dumps(case_file_data(seed), separators=(",", ":")), encoding="utf-8")
-    path.chmod(0o644)
-    return path
-
-
 @functools.lru_cache(maxsize=1)
 def _filter_folder():
     """A private folder of this process's for the compiled seccomp filter (removed at exit)."""
@@ -187,7 +168,7 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_uid=None, uid=None, filter_dir=None):
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=None, filter_dir=None):
     """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
     the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
     this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
@@ -224,7 +205,6 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, case_file=None, own_u
             args += ["--tmpfs", path]
         else:
             args += ["--ro-bind", str(stub) if stub.exists() else "/dev/null", path]
-    args += case_file_args(case_file)
     if inbox is not None:
         args += ["--ro-bind", str(inbox), INBOX]
     if runtime_dir is not None:
@@ -354,7 +334,6 @@ class SandboxKernelManager(AsyncKernelManager):
         if self._case_dir is None:
             self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))
             self._leftovers.append(self._case_dir)
-        case_file = write_case_file(self._case_dir, self.grader_seed)
         if self.sandbox:
             # the working folder: the release's files, never the folder nbgrader grades in (kw["cwd"],
             # which holds whatever the student submitted beside the notebook)
@@ -368,14 +347,15 @@ class SandboxKernelManager(AsyncKernelManager):
                     os.chown(p, uid, uid)
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
                                 Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
-                                case_file=case_file, own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
+                                own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
                 self._leftovers.append(self._cgroup)
                 cmd = self._cgroup.wrap(cmd)
             kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
         else:
-            env.update({"W1D1_GRADING": "1", CASES_ENV: str(case_file), "MPLBACKEND": "agg"})
+            env.update({"W1D1_GRADING": "1", "MPLBACKEND": "agg"})
+            env.pop(CASES_ENV, None)
         kw["env"] = env
         return cmd, kw
 

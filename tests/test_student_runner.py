@@ -1,4 +1,5 @@
-"""Where check() takes its cases: the wheel's public data at home, the grader's case file while grading."""
+"""Where check() takes its cases: the wheel's public data at home; while grading, what the grader sent
+just before the test cell (or a case file, for the solution notebooks' own tests)."""
 import json
 
 import pytest
@@ -31,8 +32,19 @@ def test_grading_reads_the_case_file_and_nothing_else(monkeypatch, tmp_path):
     assert all("_oracle" not in c for c in hidden)  # the graded kernel gets inputs only
     monkeypatch.delenv(runner.CASES_ENV)
     monkeypatch.setenv("W1D1_GRADING", "1")
-    with pytest.raises(RuntimeError, match="用例文件"):  # never the packaged seed-0 cases while grading
+    with pytest.raises(RuntimeError, match="没有送来"):  # never the packaged seed-0 cases while grading
         runner.cases_for("self_attention", hidden=False)
+
+
+def test_grading_takes_only_the_cases_sent_for_the_cell_about_to_run(monkeypatch):
+    monkeypatch.delenv(runner.CASES_ENV, raising=False)
+    monkeypatch.setenv("W1D1_GRADING", "1")
+    data = case_file_data(7)
+    runner.receive(json.dumps({"softmax": {"hidden": data["softmax"]["hidden"]}}))
+    assert [c["stage"] for c in runner.cases_for("softmax", hidden=True)] == [c["stage"] for c in data["softmax"]["hidden"]]
+    runner.receive(json.dumps({"self_attention": {"public": data["self_attention"]["public"]}}))
+    with pytest.raises(RuntimeError, match="没有送来"):  # what was sent for an earlier cell is gone
+        runner.cases_for("softmax", hidden=True)
 
 
 def test_unknown_exercise_is_a_clear_error():

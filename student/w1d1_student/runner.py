@@ -58,14 +58,27 @@ def case_file_cases(path, grade_id, hidden):
     return data[grade_id]["hidden" if hidden else "public"]
 
 
+_DELIVERED = {}
+
+
+def receive(text):
+    """While grading: the cases of the checks of the test cell about to run, sent by the grader just
+    before it (never earlier, so no answer cell can read a case before its own check runs)."""
+    _DELIVERED.clear()
+    _DELIVERED.update(json.loads(text))
+
+
 def cases_for(grade_id, hidden):
     """The cases of one check, or None where there are none here (hidden cases at home)."""
     registry.topic(grade_id)  # an unknown grade_id is a clear error
     path = os.environ.get(CASES_ENV)
     if path:
         return case_file_cases(path, grade_id, hidden)
+    kind = "hidden" if hidden else "public"
+    if grading() and kind in _DELIVERED.get(grade_id, {}):
+        return wire.decode(_DELIVERED[grade_id][kind])
     if grading():
-        raise RuntimeError(f"评分环境没有提供用例文件（{CASES_ENV}）：请联系助教。")
+        raise RuntimeError(f"评分程序没有送来 {grade_id} 的用例：请联系助教。")
     if hidden:
         return None
     return public_cases()[grade_id]

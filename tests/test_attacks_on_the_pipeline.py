@@ -1,0 +1,106 @@
+"""Round 5 of the red team, through the real sandboxed grader on both entry points: what a student who
+has read the grader tried against the one pipeline (tests/red_team_submissions.py builds each one).
+
+Held after the fixes: a hidden case's inputs reach no feedback page (not through an exception's text,
+not through what an answer cell prints); a helper reaching the checking machinery from another
+exercise's cell costs that exercise too; torch's own derivative operators in a "hand-written"
+backward count as autograd; correct notebooks that Jupyter opens (4.4 with ids, stray keys, an old
+attempt kept as a Markdown copy of the answer, a split answer whose metadata an editor stripped) keep
+every point; a probe or kernel message nobody can
+read costs its own cell, never the student's other notebooks, and nbgrader still finishes the run."""
+import pytest
+
+from autograder.reports import graded_cells
+from tests import red_team_submissions as rt
+from tests.entry_points import ENTRY_POINTS, grade_both
+
+PEEK = """
+import os, sys
+print("PEEK", os.environ.get("W1D1_CASES"), os.path.exists("/opt/w1d1"),
+      bool(getattr(sys.modules.get("w1d1_student.runner"), "_DELIVERED", None)))
+"""
+
+
+def peek_at_cases(root):
+    """An answer cell that looks for cases while it runs (a machinery reference: it scores 0 anyway)."""
+    nb = rt.solved(rt.NB01, ["self_attention", "score_diagnostics"], softmax=rt.notebook_solution("softmax") + PEEK)
+    return rt.put(root, "peek", rt.NB01, nb)
+
+
+BUILT = [peek_at_cases, rt.f2_autograd_precomputed_from_case_file,
+         rt.f1_hidden_inputs_leak, rt.f1b_answer_cell_prints_case_file, rt.f3b_mha_raw_thread_from_other_cell,
+         rt.f4_softmax_backward_kernel, rt.f5_markdown_copy_above_answer, rt.f6_split_answer_then_stripped,
+         rt.f9_deep_probe_crashes_judge,
+         rt.f9b_raw_deep_message, rt.f11_minor4_with_ids, rt.f11b_markdown_with_outputs, rt.control_honest]
+
+
+def full(notebook):
+    return sum(p for _, p in graded_cells(notebook)[0])
+
+
+def exercise_points(run, student, notebook, exercise):
+    return sum(s for (sid, nb, gid), s in run.scores.items()
+               if sid == student and nb == notebook and gid.removeprefix("test_").split("__")[0] == exercise)
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("round5")
+    for build in BUILT:
+        build(tmp / "class")
+    return grade_both(tmp / "class", tmp, seed=7)
+
+
+@pytest.fixture(params=ENTRY_POINTS)
+def run(classes, request):
+    return classes[request.param]
+
+
+def test_nbgrader_finishes_the_class(classes):
+    assert classes["nbgrader"].returncode == 0, classes["nbgrader"].log[-3000:]
+
+
+def test_hidden_inputs_reach_no_page(run):
+    leak, dump = run.page("f1_leak", rt.NB01), run.page("f1b_dump_cases", rt.NB01)
+    assert "LEAK" not in leak and "隐藏检查不显示报错内容" in leak
+    assert "DUMP" not in dump
+    assert run.points("f1b_dump_cases", rt.NB01) == full(rt.NB01)  # its answers are right
+
+
+def test_no_answer_cell_can_read_a_case(run):
+    """Cases reach the kernel just before their own test cell, never as a file: an answer cell finds none."""
+    import nbformat
+
+    root = run.root / "nbgrader" if run.path == "command" else run.root
+    nb = nbformat.read(root / "autograded" / "peek" / "w1d1" / f"{rt.NB01}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "PEEK None False False" in printed, printed[:500]
+
+
+def test_autograd_cannot_be_precomputed_from_the_cases(run):
+    for exercise in ("attention_backward", "attention_function"):
+        assert exercise_points(run, "f2_casefile_autograd", rt.NB02, exercise) == 0, exercise
+
+
+def test_a_machinery_helper_in_another_cell_costs_mha(run):
+    assert exercise_points(run, "f3b_mha_thread_elsewhere", rt.NB04, "mha") == 0
+
+
+def test_torch_derivative_operators_are_not_a_hand_written_backward(run):
+    student = "f4_softmax_bwd_kernel"
+    assert exercise_points(run, student, rt.NB02, "attention_function") == 0
+    assert exercise_points(run, student, rt.NB02, "attention_backward") > 0  # its own, hand-written
+
+
+@pytest.mark.parametrize("student", ["f5_md_copy_above", "f6_split_stripped", "f11_minor4_ids", "f11b_md_outputs",
+                                     "ctl_honest01"])
+def test_correct_notebooks_keep_every_point(run, student):
+    assert run.points(student, rt.NB01) == full(rt.NB01)
+
+
+@pytest.mark.parametrize("student", ["f9_deep_probe", "f9b_raw_deep_msg"])
+def test_an_unreadable_message_costs_only_its_cell(run, student):
+    assert run.points(student, rt.NB03) == full(rt.NB03)
+    for exercise in ("self_attention", "score_diagnostics"):
+        worth = sum(p for gid, p in graded_cells(rt.NB01)[0] if gid.removeprefix("test_").split("__")[0] == exercise)
+        assert exercise_points(run, student, rt.NB01, exercise) == worth, exercise

@@ -33,6 +33,9 @@ from autograder.nbgrader_plugins import JudgeProbes, SandboxedExecute  # noqa: E
 c = get_config()  # noqa: F821
 
 c.CourseDirectory.course_id = "w1d1-attention"
+# nbgrader logs student file names as they are: make them printable (no forged lines, no terminal escapes)
+c.Application.logging_config = {"filters": {"printable": {"()": "autograder.notes.PrintableLog"}},
+                                "handlers": {"console": {"filters": ["printable"]}}}
 c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 

@@ -73,3 +73,17 @@ def stored_in(nb):
     if not isinstance(notes, list):
         return []
     return [n if is_printable(n) else printable(n) for n in notes if isinstance(n, str)]
+
+
+class PrintableLog:
+    """A logging filter for nbgrader's own log (nbgrader_config.py): student text it logs (a file name,
+    say) cannot forge a line or send terminal escapes. Arguments become printable; in a message, every
+    character but the line break is escaped and continuation lines are indented."""
+
+    def filter(self, record):
+        if isinstance(record.args, tuple):
+            record.args = tuple(printable(a) if isinstance(a, str) else a for a in record.args)
+        if isinstance(record.msg, str) and not is_printable(record.msg):
+            lines = [printable(line) for line in record.msg.split("\n")]
+            record.msg = "\n    ".join(lines)
+        return True

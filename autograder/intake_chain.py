@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import stat
+import uuid
 
 import nbformat
 from nbconvert.exporters import NotebookExporter
@@ -66,26 +67,56 @@ OUTPUT_KEYS = {"stream": {"output_type", "name", "text"}, "error": {"output_type
                "execute_result": {"output_type", "data", "metadata", "execution_count"}}
 
 
-def _as_jupyter_reads(nb):
-    """Drop what Jupyter ignores but the schema refuses (an `outputs` list on a markdown cell, `transient`
-    on an output, ids in a 4.4 notebook…), so a notebook that opens at home is read."""
-    if nb.nbformat == 4 and nb.nbformat_minor < 5 and any("id" in c for c in nb.cells):
-        nb.nbformat_minor = 5
-    for cell in nb.cells:
-        for key in set(cell) - CELL_KEYS.get(cell.get("cell_type"), set(cell)):
+OUTPUT_DEFAULTS = {"stream": {"name": "stdout", "text": ""}, "error": {"ename": "", "evalue": "", "traceback": []},
+                   "display_data": {"data": {}, "metadata": {}},
+                   "execute_result": {"data": {}, "metadata": {}, "execution_count": None}}
+
+
+def _as_jupyter_reads(raw):
+    """A v4 notebook's JSON as Jupyter reads it: what it ignores but the schema refuses is dropped (an
+    `outputs` list on a markdown cell, `transient` on an output, an unknown output type), what it fills
+    in is filled in (a missing `outputs`, `metadata` or stream name), a malformed cell id is replaced,
+    and ids in a 4.4 notebook make it 4.5. Anything that is not a v4 notebook is left to the validator."""
+    if not isinstance(raw, dict) or raw.get("nbformat") != 4 or not isinstance(raw.get("cells"), list):
+        return raw
+    if not isinstance(raw.get("metadata"), dict):
+        raw["metadata"] = {}
+    if raw["metadata"].get("kernelspec", {}) is None:
+        del raw["metadata"]["kernelspec"]
+    cells = [c for c in raw["cells"] if isinstance(c, dict) and c.get("cell_type") in CELL_KEYS]
+    if any("id" in c for c in cells) and isinstance(raw.get("nbformat_minor"), int) and raw["nbformat_minor"] < 5:
+        raw["nbformat_minor"] = 5
+    for cell in cells:
+        for key in set(cell) - CELL_KEYS[cell["cell_type"]]:
             del cell[key]
-        for out in cell.get("outputs", []) if isinstance(cell.get("outputs"), list) else []:
-            if isinstance(out, dict):
-                for key in set(out) - OUTPUT_KEYS.get(out.get("output_type"), set(out)):
-                    del out[key]
-    return nb
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = {}
+        if "id" in cell and not (isinstance(cell["id"], str) and repair.CELL_ID.match(cell["id"])):
+            cell["id"] = uuid.uuid4().hex[:16]
+        elif "id" not in cell and raw.get("nbformat_minor", 0) >= 5:
+            cell["id"] = uuid.uuid4().hex[:16]
+        if not isinstance(cell.get("source", ""), (str, list)):
+            cell["source"] = ""
+        if cell["cell_type"] != "code":
+            continue
+        if not isinstance(cell.get("execution_count"), int) or isinstance(cell.get("execution_count"), bool):
+            cell["execution_count"] = None
+        outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
+        cell["outputs"] = [o for o in outputs if isinstance(o, dict) and o.get("output_type") in OUTPUT_KEYS]
+        for out in cell["outputs"]:
+            for key in set(out) - OUTPUT_KEYS[out["output_type"]]:
+                del out[key]
+            for key, value in OUTPUT_DEFAULTS[out["output_type"]].items():
+                out.setdefault(key, value)
+    raw["cells"] = cells
+    return raw
 
 
 def parse_notebook(data):
     """A v4 notebook from a file's bytes, every string encodable; raises Unreadable saying why."""
     try:
-        raw = repair.encodable(json.loads(data.decode("utf-8")))
-        nb = _as_jupyter_reads(nbformat.reads(json.dumps(raw), as_version=4))
+        raw = _as_jupyter_reads(repair.encodable(json.loads(data.decode("utf-8"))))
+        nb = nbformat.reads(json.dumps(raw), as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # bad JSON, bad UTF-8, too deep, wrong schema …
         raise Unreadable(f"{type(exc).__name__}: {str(exc)[:200]}") from None

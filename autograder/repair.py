@@ -18,7 +18,7 @@ import re
 import uuid
 
 import nbformat
-from w1d1_student.cell_scope import COPY_KEY, OWN_KEY
+from w1d1_student.cell_scope import COPY_KEY, OWN_KEY, copy_of
 
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
 META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
@@ -166,8 +166,9 @@ def recover_stripped(name, nb, release):
     answers = {grade_id(c): c for c in marked if _meta(c).get("solution") and c.cell_type == "code"}
     by_check = {grade_id(c): c for c in marked if _meta(c).get("grade") and not _meta(c).get("solution")}
     found = {"id": 0, "content": 0}
-    recovered = {}
+    recovered, previous = {}, None
     for cell in nb.cells:
+        before, previous = previous, cell
         if "nbgrader" in cell.metadata:
             continue
         match, how = by_id.get(cell.get("id")), "id"
@@ -177,8 +178,10 @@ def recover_stripped(name, nb, release):
         if (match is None or grade_id(match) in present) and cell.cell_type == "code":
             match = _answer_by_signature(cell, answers, present) or by_check.get(_check_target(cell.source))
         if match is None or match.cell_type != cell.cell_type or grade_id(match) in present:
+            # the other half of a split answer, right after it (or after its other halves): runs in place
             half = _answer_by_signature(cell, {g: answers[g] for g in recovered if g in answers}, set())
-            if half is not None and cell.cell_type == "code":  # the other half of a split answer: runs in place
+            if half is not None and cell.cell_type == "code" and before is not None and \
+                    (before is recovered.get(grade_id(half)) or copy_of(before) == grade_id(half)):
                 cell.metadata[OWN_KEY] = {COPY_KEY: grade_id(half)}
             continue
         cell.metadata["nbgrader"] = copy.deepcopy(match.metadata["nbgrader"])

@@ -194,3 +194,42 @@ def test_a_copy_beside_the_notebook_is_not_taken_for_it(tmp_path):
     text = "\n".join(texts(sub.notes))
     assert gc.NB in sub.notebooks and "改了名" not in text and "锁定单元格" not in text, text
     assert any("Copy1" in n.text and "没有评分" in n.text and n.notebook == gc.NB for n in sub.notes), text
+
+
+def _code_cell(d):
+    return next(c for c in d["cells"] if c["cell_type"] == "code")
+
+
+# notebooks Jupyter opens (it warns on schema errors) that a strict validator refused: a correct answer
+# scored 0 (red team round 5, F11 and round 5b, M1)
+OPENED_BY_JUPYTER = {
+    "4.4 with ids": lambda d: d.__setitem__("nbformat_minor", 4),
+    "markdown with outputs": lambda d: next(c for c in d["cells"] if c["cell_type"] == "markdown").__setitem__("outputs", []),
+    "id with a space": lambda d: _code_cell(d).__setitem__("id", "a b"),
+    "id too long": lambda d: _code_cell(d).__setitem__("id", "x" * 80),
+    "no outputs": lambda d: _code_cell(d).pop("outputs"),
+    "no execution_count": lambda d: _code_cell(d).pop("execution_count"),
+    "execution_count a string": lambda d: _code_cell(d).__setitem__("execution_count", "3"),
+    "no cell metadata": lambda d: _code_cell(d).pop("metadata"),
+    "cell metadata a list": lambda d: _code_cell(d).__setitem__("metadata", []),
+    "stream without name": lambda d: _code_cell(d).__setitem__("outputs", [{"output_type": "stream", "text": "x"}]),
+    "error without traceback": lambda d: _code_cell(d).__setitem__("outputs", [{"output_type": "error", "ename": "E",
+                                                                                 "evalue": "v"}]),
+    "update_display_data": lambda d: _code_cell(d).__setitem__("outputs", [{"output_type": "update_display_data",
+                                                                             "data": {}, "metadata": {}}]),
+    "transient on an output": lambda d: _code_cell(d).__setitem__("outputs", [{"output_type": "stream", "name": "stdout",
+                                                                                "text": "x", "transient": {}}]),
+    "no notebook metadata": lambda d: d.pop("metadata"),
+    "kernelspec null": lambda d: d["metadata"].__setitem__("kernelspec", None),
+}
+
+
+@pytest.mark.parametrize("how", sorted(OPENED_BY_JUPYTER))
+def test_a_notebook_jupyter_opens_is_read_with_its_answers(tmp_path, how):
+    data = json.loads(nbformat.writes(gc.solved()))
+    OPENED_BY_JUPYTER[how](data)
+    path = tmp_path / f"{gc.NB}.ipynb"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    graded = _well_formed(path)
+    assert gc.cell(graded, "softmax").source == gc.cell(gc.solved(), "softmax").source
+    assert not any("无法读取" in n for n in stored_in(graded)), stored_in(graded)

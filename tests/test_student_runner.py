@@ -50,3 +50,19 @@ def test_grading_takes_only_the_cases_sent_for_the_cell_about_to_run(monkeypatch
 def test_unknown_exercise_is_a_clear_error():
     with pytest.raises(KeyError, match="未知的练习"):
         runner.cases_for("no_such_exercise", hidden=False)
+
+
+def test_a_hidden_verdict_shows_no_text_the_student_wrote_in_an_error():
+    """Red team round 5b: an exception class named after the inputs (L_m1p011024_…) would carry them onto
+    the page; a hidden verdict names only built-in exception types."""
+    from autograder.judge import judge_payload, make_cases
+
+    n = len(make_cases("softmax", 7, True))
+    for error, shown in (("L_m1p011024_0p485830: x", "异常"), ("ValueError: x=[-1.0110236, 0.48583]", "ValueError")):
+        payload = {"grade_id": "softmax", "hidden": True, "results": [{"ok": False, "error": error}] * n}
+        message = judge_payload(payload, seed=7).message
+        assert "m1p011024" not in message and "1.0110236" not in message, message
+        assert shown in message, message
+        public = judge_payload({**payload, "hidden": False, "results": [{"ok": False, "error": error}]
+                                * len(make_cases("softmax", 7, False))}, seed=7).message
+        assert error.split(":")[0] in public  # a public check shows the student's error as it is

@@ -118,6 +118,16 @@ def judge(grade_id, cases, results, hidden=False):
     return _without_error_texts(verdict, results) if hidden else verdict
 
 
+def _builtin_kind(err):
+    """The exception's type as shown in a hidden verdict: a built-in exception's name, else a fixed word
+    (the student names their own exception classes, and could spell a case's inputs in the name)."""
+    import builtins
+
+    name = err.split(":", 1)[0].strip()
+    known = isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException)
+    return name if known else "异常"
+
+
 def _without_error_texts(verdict, results):
     """A hidden check's verdict with the student's error messages cut down to their exception type: the
     student writes that text, and could print a hidden case's inputs in it."""
@@ -128,7 +138,7 @@ def _without_error_texts(verdict, results):
         err = res.get("error") if isinstance(res, dict) else None
         if not isinstance(err, str) or not err.strip():
             continue
-        kind = err.split(":", 1)[0].strip()[:80]
+        kind = _builtin_kind(err)
         shown = f"{kind}（隐藏检查不显示报错内容）"
         for part in sorted({err, *err.splitlines()}, key=len, reverse=True):
             if len(part.strip()) >= 4 and part.strip() != kind:

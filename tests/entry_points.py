@@ -43,6 +43,21 @@ class Graded:
         p = self.page_path(student, notebook)
         return p.read_text(encoding="utf-8") if p.exists() else None
 
+    def graded_text(self, student, notebook):
+        """Every output of the autograded notebook (the grader's own file: what the kernel printed,
+        which the feedback page leaves out except for the checks' verdicts)."""
+        import nbformat
+
+        root = self.root / "nbgrader" if self.path == "command" else self.root
+        path = root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
+        if not path.exists():
+            return ""
+        parts = []
+        for cell in nbformat.read(path, as_version=4).cells:
+            for out in cell.get("outputs", []):
+                parts += [str(out.get("text", "")), str(out.get("evalue", "")), str(out.get("data", {}).get("text/plain", ""))]
+        return "\n".join(parts)
+
 
 def gradebook_scores(db):
     """(student, notebook, grade_id) -> auto score of every autograded test cell in `db`."""

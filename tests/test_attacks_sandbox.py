@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from w1d1_student.wire import MIME
 
-from autograder import sandbox
+from autograder import forbidden_calls, sandbox
 from autograder.course import ASSIGNMENT, REPO
 from autograder.grade import grade
 from tests import grading_class as gc
@@ -244,7 +244,10 @@ def test_companion_script_and_reference_are_out_of_reach(graded, way):
     """Finding 3: a wrapper around the companion script's (or the reference's) function earns nothing."""
     exercise = "self_attention" if way == "stash" else "softmax"
     assert points(graded, f"reach_{way}", exercise)[0] == 0
-    assert points(graded, f"reach_{way}", "score_diagnostics")[0] > 0  # only that exercise
+    # a reference to the checking machinery (pkgutil.resolve_name, sys.modules) costs the whole notebook;
+    # any other way costs only that exercise
+    machinery = bool(forbidden_calls.machinery_uses(STASH if way == "stash" else REACH[way]))
+    assert (points(graded, f"reach_{way}", "score_diagnostics")[0] == 0) is machinery
 
 
 def test_correct_styles_and_scratch_cells_keep_every_point(graded):

@@ -55,7 +55,7 @@ class Graded:
         parts = []
         for cell in nbformat.read(path, as_version=4).cells:
             for out in cell.get("outputs", []):
-                parts += [str(out.get("text", "")), str(out.get("evalue", "")), str(out.get("data", {}).get("text/plain", ""))]
+                parts += [str(out.get(k, "")) for k in ("text", "ename", "evalue")] + [str(out.get("data", {}).get("text/plain", ""))]
         return "\n".join(parts)
 
 

@@ -82,8 +82,8 @@ def f1_hidden_inputs_leak(root):
 
 # F1b: simpler and wider. The answer cell's own output is kept in the feedback page, and while it
 # runs the kernel can read the case file ($W1D1_CASES): print every hidden input of every exercise.
-DUMP_SOFTMAX = notebook_solution("softmax") + """
-
+# the case file's wire format decoded in a student's cell (numpy arrays as base64)
+DECODER = '''
 import base64, json, os
 import numpy as np
 
@@ -91,16 +91,18 @@ def _dec(v):
     if isinstance(v, dict):
         if set(v) == {"__nd__"}:
             dt, shape, data = v["__nd__"]
-            return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dt)).reshape(shape).tolist()
+            return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dt)).reshape(shape).copy()
         return {k: _dec(x) for k, x in v.items()}
     if isinstance(v, list):
         return [_dec(x) for x in v]
     return v
+'''
 
+DUMP_SOFTMAX = notebook_solution("softmax") + DECODER + """
 if os.environ.get("W1D1_CASES"):
     with open(os.environ["W1D1_CASES"], encoding="utf-8") as fh:
         hidden = {gid: kinds["hidden"] for gid, kinds in _dec(json.load(fh)).items()}
-    print("DUMP", json.dumps(hidden["softmax"])[:90000])
+    print("DUMP", json.dumps(hidden["softmax"], default=lambda a: a.tolist())[:90000])
 """
 
 
@@ -115,20 +117,9 @@ def f1b_answer_cell_prints_case_file(root):
 # Nothing in the cells names the checking machinery (no w1d1_student, no sys.modules).
 
 NB02 = "02_scaled_dot_product"
-_PRECOMPUTE = '''
-import base64, json, math, os
-import numpy as np
+_PRECOMPUTE = DECODER + '''
+import math
 import torch
-
-def _dec(v):
-    if isinstance(v, dict):
-        if set(v) == {"__nd__"}:
-            dt, shape, data = v["__nd__"]
-            return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dt)).reshape(shape).copy()
-        return {k: _dec(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_dec(x) for x in v]
-    return v
 
 def _key(Q, K, V, mask):
     f = lambda a: np.asarray(a, dtype=np.float32).tobytes()

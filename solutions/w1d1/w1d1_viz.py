@@ -8,9 +8,11 @@
 - `measure` times a function robustly (warm-up, several repeats, minimum); `timing_problems` and
   `spread_problem` say when a measurement on a busy machine is unusable, `unusable` prints why.
 - `explorer` shows a static default figure and, where ipywidgets has a front-end, the controls.
+- `print_table` prints rows in aligned columns (a Chinese character counts two columns).
 """
 import inspect
 import time
+import unicodedata
 import warnings
 from functools import lru_cache
 
@@ -93,6 +95,18 @@ def fmt_stats(values, fmt="{:.3g}"):
     """'median [min, max] (n seeds)' for printing beside the course text's figure."""
     med, lo, hi = seed_stats(values)
     return f"{fmt.format(med)} [{fmt.format(lo)}, {fmt.format(hi)}]（{len(values)} 个种子）"
+
+
+def _width(text):
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def print_table(header, rows, gap=2):
+    """Print `rows` (sequences of values) under `header` in left-aligned columns."""
+    cells = [[str(v) for v in row] for row in [header, *rows]]
+    widths = [max(_width(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        print((" " * gap).join(v + " " * (w - _width(v)) for v, w in zip(row, widths)).rstrip())
 
 
 MIN_REPEATS = 5      # fewer timed calls than this: no statistic to trust

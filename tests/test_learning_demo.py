@@ -42,7 +42,7 @@ def test_unfinished_exercise_falls_back_and_the_claims_hold(namespace):
     assert "还没有写完" in printed and "改用课程的版本" in printed
     assert namespace["MHA_LEARN"] is namespace["CourseMHA"]
     printed = run(namespace, train)
-    assert "头学到的（4 个种子都成立）" in printed, printed
+    assert "头给与自己相同的 token 加了分数" in printed, printed
 
 
 def test_a_broken_attention_is_not_trained(namespace):
@@ -54,3 +54,31 @@ def test_a_broken_attention_is_not_trained(namespace):
     run(namespace, broken)
     printed = run(namespace, setup)
     assert "改用课程的版本" in printed and namespace["MHA_LEARN"] is namespace["CourseMHA"]
+
+
+def _second_seed_range(src, first):
+    assert first in src
+    return src.replace(first, first.replace("range(4)", "range(4, 8)"))
+
+
+def test_unfinished_exercise_reverse_demo_claims_hold(namespace):
+    stub, setup, rev_setup, rev_train = _cells(RELEASE_DIR, "mha", "learn-setup", "rev-setup", "rev-train")
+    run(namespace, stub)
+    run(namespace, setup)
+    run(namespace, rev_setup)
+    printed = run(namespace, rev_train)
+    assert "4 个种子都学会了倒序" in printed, printed
+    assert "不要读出结论" not in printed
+
+
+@pytest.mark.parametrize("cell_id,first,claim", [
+    ("learn-train", "SEEDS_LEARN, STEPS_LEARN = range(4)", "头给与自己相同的 token 加了分数"),
+    ("rev-train", "SEEDS_REV, STEPS_REV = range(4)", "4 个种子都学会了倒序"),
+])
+def test_the_claims_survive_a_second_range_of_seeds(namespace, cell_id, first, claim):
+    solution, setup, rev_setup, train = _cells(SOURCE_DIR, "mha", "learn-setup", "rev-setup", cell_id)
+    run(namespace, solution)
+    assert "这一节用你的 MultiHeadAttention" in run(namespace, setup)
+    run(namespace, rev_setup)
+    printed = run(namespace, _second_seed_range(train, first))
+    assert claim in printed, printed

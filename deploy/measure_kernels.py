@@ -3,7 +3,9 @@
 Run it as a student with the student environment's python, on a copy of the released notebooks:
     runuser -u STUDENT -- /opt/w1d1-hub/student/bin/python measure_kernels.py NOTEBOOK_DIR [REPEATS]
 Peak memory is the largest resident set (RSS) of the kernel and its children, sampled every 50 ms.
+Run time depends on what else the machine runs: each row prints the 1-minute load average before its runs.
 """
+import os
 import statistics
 import sys
 import threading
@@ -49,13 +51,15 @@ def run_one(path):
 
 
 def main(folder, repeats=3):
-    print("| 笔记本 | 内核峰值内存 MiB（中位数，范围） | 运行时间 s（中位数，范围） |")
-    print("|---|---|---|", flush=True)
+    print(f"{os.cpu_count()} 个 CPU，每本 {repeats} 次")
+    print("| 笔记本 | 内核峰值内存 MiB（中位数，范围） | 运行时间 s（中位数，范围） | 运行前的 1 分钟平均负载 |")
+    print("|---|---|---|---|", flush=True)
     for path in sorted(Path(folder).glob("*.ipynb")):
+        load = os.getloadavg()[0]
         runs = [run_one(path) for _ in range(repeats)]
         mem, sec = [r[0] for r in runs], [r[1] for r in runs]
         print(f"| {path.stem} | {statistics.median(mem):.0f}（{min(mem):.0f}–{max(mem):.0f}） "
-              f"| {statistics.median(sec):.1f}（{min(sec):.1f}–{max(sec):.1f}） |", flush=True)
+              f"| {statistics.median(sec):.1f}（{min(sec):.1f}–{max(sec):.1f}） | {load:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -115,3 +115,90 @@ def handed_over(grade_id, cands):
 def test_no_demo_definition_passes_a_public_check(grade_id, candidates):
     hits = handed_over(grade_id, candidates)
     assert not hits, "the release hands over an answer:\n" + "\n".join(hits)
+
+
+FORBIDDEN = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention")
+
+
+def _reference_mha(x, W, h, blocked):
+    """float64 multi-head self-attention of x (B, T, d) with (in, out) weights; blocked True = masked."""
+    import numpy as np
+
+    B, T, d = x.shape
+    dk = d // h
+    q, k, v = ((x @ w).reshape(B, T, h, dk).transpose(0, 2, 1, 3) for w in W[:3])
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(dk)
+    if blocked is not None:
+        s = np.where(blocked, -np.inf, s)
+    a = np.exp(s - s.max(-1, keepdims=True))
+    y = (a / a.sum(-1, keepdims=True)) @ v
+    return y.transpose(0, 2, 1, 3).reshape(B, T, d) @ W[3]
+
+
+def _computes_mha_by_itself(fn):
+    """True when `fn(x, W_q, W_k, W_v, W_o, h[, mask])`, in the torch (nn.Linear weights) or the numpy
+    ((in, out) weights, one sequence) layout, returns a multi-head forward without PyTorch's own attention."""
+    import inspect
+
+    import numpy as np
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Watch(TorchFunctionMode):
+        used = False
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if any(f in getattr(func, "__name__", "") for f in FORBIDDEN):
+                Watch.used = True
+            return func(*args, **(kwargs or {}))
+
+    g = np.random.default_rng(0)
+    B, T, d, h = 2, 5, 8, 2
+    x = g.normal(size=(B, T, d))
+    W = [g.normal(size=(d, d)) / np.sqrt(d) for _ in range(4)]
+    blocked = np.triu(np.ones((T, T), dtype=bool), 1)
+    layouts = {"torch": (torch.tensor(x), [torch.tensor(w.T) for w in W], torch.tensor(blocked), slice(None)),
+               "numpy": (x[0], W, blocked, 0)}
+    for mask in (None, blocked):
+        want = _reference_mha(x, W, h, mask)
+        for xs, ws, m, pick in layouts.values():
+            args = (xs, *ws, h) + (() if mask is None else (m,))
+            try:
+                inspect.signature(fn).bind(*args)
+            except (TypeError, ValueError):
+                continue
+            Watch.used = False
+            try:
+                with Watch(), contextlib.redirect_stdout(io.StringIO()):
+                    out = fn(*args)
+            except Exception:
+                continue
+            out = out[0] if isinstance(out, tuple) else out
+            got = np.asarray(out.detach() if isinstance(out, torch.Tensor) else out, dtype=float)
+            if not Watch.used and got.shape == want[pick].shape and np.allclose(got, want[pick], atol=1e-5):
+                return True
+    return False
+
+
+def test_the_checker_recognises_a_multi_head_forward():
+    import numpy as np
+
+    def by_hand(X, Wq, Wk, Wv, Wo, h, mask=None):
+        return _reference_mha(np.asarray(X)[None], [Wq, Wk, Wv, Wo], h, mask)[0]
+
+    def with_torch(x, W_q, W_k, W_v, W_o, h, blocked=None):
+        import torch.nn.functional as F
+        xt = x.transpose(0, 1)
+        return F.multi_head_attention_forward(xt, xt, xt, x.shape[-1], h, __import__("torch").cat([W_q, W_k, W_v]), None,
+                                              None, None, False, 0.0, W_o, None, training=False, need_weights=False,
+                                              attn_mask=blocked)[0].transpose(0, 1)
+
+    assert _computes_mha_by_itself(by_hand)
+    assert not _computes_mha_by_itself(with_torch)   # right, but through the API exercise 2 forbids
+    assert not _computes_mha_by_itself(lambda X, Wq, Wk, Wv, Wo, h, mask=None: by_hand(X, Wq, Wk, Wv, Wo, 1, mask))
+
+
+def test_no_demo_function_is_a_working_multi_head_forward(candidates):
+    hits = [f"{where}: {name}" for where, name, obj in candidates
+            if callable(obj) and not isinstance(obj, type) and _computes_mha_by_itself(obj)]
+    assert not hits, "a demo function computes multi-head attention without PyTorch's own:\n" + "\n".join(hits)

@@ -30,13 +30,14 @@ def _load_variants():
 VARIANTS = _load_variants()
 
 
-def verdicts(src, grade_id):
+def verdicts(src, grade_id, checks=(False, True)):
+    """The verdicts of the public and the hidden check (seed 0), or of the `checks` given (hidden: True)."""
     ns = {"__name__": "__main__"}
     try:
         exec(compile(src, "<answer cell>", "exec"), ns)
     except NotImplementedError:
         pass
-    payloads = [run_cases(grade_id, ns, make_cases(grade_id, 0, h), hidden=h) for h in (False, True)]
+    payloads = [run_cases(grade_id, ns, make_cases(grade_id, 0, h), hidden=h) for h in checks]
     return [judge_payload(wire.loads(wire.dumps(p)), seed=0) for p in payloads]
 
 
@@ -71,6 +72,27 @@ def test_buggy_answers_lose_points(grade_id, src, diagnosis):
     failed = [v for v in vs if not v.passed]
     assert failed, f"buggy variant passed every check of {grade_id}"
     assert diagnosis in failed[0].message, failed[0].message
+
+
+def _warned():
+    """(grade_id, diagnosis, buggy sources with it) for each diagnosis a table lists under "warned"."""
+    out = []
+    for gid, table in VARIANTS.items():
+        for i, diagnosis in enumerate(table.get("warned", ())):
+            srcs = [item[0] for item in table["buggy"] if isinstance(item, tuple) and item[1] == diagnosis]
+            out.append(pytest.param(gid, diagnosis, srcs, id=f"{gid}-warned{i}"))
+    return out
+
+
+@pytest.mark.parametrize("grade_id,diagnosis,srcs", _warned())
+def test_warned_bugs_fail_the_public_check(grade_id, diagnosis, srcs):
+    """A bug the exercise's prompt or the course text warns about is caught by the PUBLIC check, whose message
+    names it: a student who falls into it is told so at home, before the hidden check costs the points."""
+    assert diagnosis and srcs, f"{grade_id}: no buggy variant with the diagnosis {diagnosis!r}"
+    for src in srcs:
+        (public,) = verdicts(src, grade_id, checks=(False,))
+        assert not public.passed, f"the public check of {grade_id} passes a bug the prompt warns about ({diagnosis})"
+        assert diagnosis in public.message, public.message
 
 
 def test_every_registered_exercise_has_variants():
@@ -118,3 +140,17 @@ def test_public_messages_are_unchanged():
     pinned = dict(reversed(line.split("  ", 1)) for line in PUBLIC_DIGESTS.read_text().splitlines())
     changed = sorted(k for k in pinned if got.get(k) != pinned[k] and not k.startswith(UNPINNED))
     assert not changed, changed
+
+
+def test_the_self_attention_check_leaves_the_students_softmax_as_it_was():
+    """While self_attention is checked, `softmax` means torch's; afterwards the student's own is back (or absent)."""
+    from tests.variants.nb01_self_attention import SELF_ATTENTION
+
+    ns = {"__name__": "__main__"}
+    exec(SELF_ATTENTION, ns)
+    own = ns["softmax"]
+    run_cases("self_attention", ns, make_cases("self_attention", 0, False))
+    assert ns["softmax"] is own
+    del ns["softmax"]
+    payload = run_cases("self_attention", ns, make_cases("self_attention", 0, False))
+    assert "softmax" not in ns and all(r["ok"] for r in payload["results"])

@@ -10,7 +10,10 @@ def _softmax_cases(seed, hidden):
         return [
             {"stage": "2×3 的小例子，默认 axis=-1", "x": np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]), "axis": -1},
             {"stage": "沿 axis=0 归一化", "x": np.array([[1.0, 2.0], [3.0, 5.0], [0.5, -1.0]]), "axis": 0},
-            {"stage": "数值稳定性：±1e4 的输入", "x": np.array([[1e4, 0.0, -1e4], [1e4, 1e4 - 1.0, 1e4 - 2.0]]), "axis": -1},
+            # rows with different maxima: subtracting the one global maximum underflows the last two rows to 0/0
+            {"stage": "数值稳定性：±1e4 的输入，各行的最大值不同", "axis": -1,
+             "x": np.array([[1e4, 0.0, -1e4], [1e4, 1e4 - 1.0, 1e4 - 2.0], [-1e4, -1e4 - 1.0, -1e4 - 2.0],
+                            [1.0, 2.0, 3.0]])},
         ]
     return [
         {"stage": "一维输入", "x": g.normal(size=7), "axis": -1},

@@ -29,6 +29,14 @@ def _qkv(g, batch, T, S, d_k, d_v, scale=1.0):
             "V": g.normal(size=(*batch, S, d_v))}
 
 
+def _large_row(qkv, score=2000.0):
+    """Query 0 turned towards key 0 so that its scaled score on key 0 is `score` (exp overflows in that row,
+    whatever the seed); the other queries are left as drawn."""
+    K0 = qkv["K"][..., :1, :]
+    qkv["Q"][..., :1, :] = score * np.sqrt(K0.shape[-1]) * K0 / np.sum(K0 * K0, axis=-1, keepdims=True)
+    return qkv
+
+
 def _pad_mask(lengths, S):
     """(B,1,S): True at key positions j >= length (right padding)."""
     return (np.arange(S)[None, :] >= np.asarray(lengths)[:, None])[:, None, :]
@@ -43,6 +51,10 @@ def _forward_cases(seed, hidden, salt):
             {"stage": "因果掩码 T=S=4：query 0 只能看 key 0，y_0 = v_0", **_qkv(g, (), 4, 4, 3, 3),
              "mask": _causal(4)},
             {"stage": "d_k=8 ≠ d_v=3，T=3 ≠ S=5：缩放用 √d_k", **_qkv(g, (), 3, 5, 8, 3), "mask": None},
+            {"stage": "批维 (2,)，T=3 ≠ S=4，因果掩码 (T,S) 广播到批维：转置只交换最后两维（swapaxes，不是 .T）",
+             **_qkv(g, (2,), 3, 4, 5, 2), "mask": _causal(3, 4), "batch": True},
+            {"stage": "大分数：query 0 对 key 0 的分数是 2000（exp 会溢出），softmax 要先减去行最大值",
+             **_large_row(_qkv(g, (), 3, 4, 4, 2)), "mask": None},
         ]
     return [
         {"stage": "批维 (2,3)，T=4 ≠ S=6，d_k=5，d_v=2，无掩码", **_qkv(g, (2, 3), 4, 6, 5, 2), "mask": None, "batch": True},
@@ -52,8 +64,8 @@ def _forward_cases(seed, hidden, salt):
          "mask": _pad_mask([6, 3, 1], 6), "batch": True},
         {"stage": "随机掩码 (2,3,T,S)，T=5，S=7，每个 query 至少留一个 key", **_qkv(g, (2, 3), 5, 7, 4, 3),
          "mask": _random_mask(g, (2, 3, 5, 7), dead_keys=(2,)), "batch": True},
-        {"stage": "大分数（Q 放大 30 倍）：softmax 必须数值稳定", **_qkv(g, (2,), 6, 6, 8, 3, scale=30.0),
-         "mask": _causal(6), "batch": True},
+        {"stage": "大分数（Q 放大 30 倍，query 0 对 key 0 的分数是 2000）：softmax 必须数值稳定",
+         **_large_row(_qkv(g, (2,), 6, 6, 8, 3, scale=30.0)), "mask": _causal(6), "batch": True},
     ]
 
 
@@ -114,7 +126,7 @@ def _function_cases(seed, hidden):
         f32 = {"stage": "float32 输入：输出和梯度都保持 float32", **_qkv(g, (2,), 4, 4, 4, 3), "mask": _causal(4),
                "dtype": "float32", "gradcheck": False}
         f32["dY"] = g.normal(size=(2, 4, 3))
-        return [cases[0], cases[2], cases[4], small, f32]
+        return [cases[0], cases[2], cases[-1], small, f32]  # the padding case is the last one
     small = {"stage": "gradcheck（float64，批维 (2,)，T=2 ≠ S=3，padding 掩码）", **_qkv(g, (2,), 2, 3, 2, 2),
              "mask": _pad_mask([3, 2], 3), "dtype": "float64", "gradcheck": True}
     small["dY"] = g.normal(size=(2, 2, 2))

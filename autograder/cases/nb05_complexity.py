@@ -10,6 +10,7 @@ def _flops_cases(seed, hidden):
             {"stage": "T=1, d=2 的小例子：8·1·4 + 4·1·2 = 40", "T": 1, "d": 2},
             {"stage": "T=2d 的交叉点（d=4, T=8）：两项相等，占比 0.5", "T": 8, "d": 4},
             {"stage": "正文表格的一行：d=768, T=512", "T": 512, "d": 768},
+            {"stage": "超过 2^53 的计数（浮点数算不精确，只用整数运算）：T=3000017, d=4099", "T": 3000017, "d": 4099},
         ]
     return [
         {"stage": "正文表格：d=768, T=8192", "T": 8192, "d": 768},
@@ -57,6 +58,8 @@ def _generation_cases(seed, hidden):
             {"stage": "T=1 且有缓存：8d² + 4d", "T": 1, "d": 4, "kv_cache": True},
             {"stage": "T=3, d=2，无缓存（t = 1, 2, 3 三步）", "T": 3, "d": 2, "kv_cache": False},
             {"stage": "T=3, d=2，有 KV 缓存", "T": 3, "d": 2, "kv_cache": True},
+            {"stage": "T=200000, d=8192，无缓存：结果超过 int64 的范围（用 Python 的 int）", "T": 200000, "d": 8192,
+             "kv_cache": False},
         ]
     return [
         {"stage": "T=2, d=5，无缓存", "T": 2, "d": 5, "kv_cache": False},

@@ -7,9 +7,17 @@ from w1d1_student.drivers.nb02_scaled_dot_product import make_f
 from .references import softmax, swap
 
 
-def forward_ref(Q, K, V, mask=None, *, scale=None, axis=-1, mask_mode="before"):
+def _naive_softmax(S, axis=-1):
+    """exp without subtracting the row maximum: a row with a score above ~709 overflows to inf/inf = NaN."""
+    with np.errstate(all="ignore"):
+        e = np.exp(S)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+def forward_ref(Q, K, V, mask=None, *, scale=None, axis=-1, mask_mode="before", stable=True):
     """Y, A of softmax(s Q Kᵀ + mask) V. mask_mode reproduces mask bugs:
-    before (correct), after (zeroed after softmax), inverted (-inf), inverted_finite, zero, none."""
+    before (correct), after (zeroed after softmax), inverted (-inf), inverted_finite, zero, none;
+    stable=False: the softmax without the row maximum subtracted."""
     s = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     S = s * (Q @ swap(K))
     if mask is not None:
@@ -21,7 +29,7 @@ def forward_ref(Q, K, V, mask=None, *, scale=None, axis=-1, mask_mode="before"):
             S = np.where(mask, S, -1e30)
         elif mask_mode == "zero":
             S = np.where(mask, 0.0, S)
-    A = softmax(S, axis=axis)
+    A = softmax(S, axis=axis) if stable else _naive_softmax(S, axis=axis)
     if mask is not None and mask_mode == "after":
         A = np.where(mask, 0.0, A)
     return A @ V, A
@@ -133,6 +141,7 @@ FORWARD = {
     "fwd_scale_dk": lambda c: _fwd(scale=1.0 / c["Q"].shape[-1])(c),
     "fwd_scale_dv": lambda c: _fwd(scale=1.0 / math.sqrt(c["V"].shape[-1]))(c),
     "fwd_axis": _fwd(axis=-2),
+    "fwd_naive": _fwd(stable=False),
     **{f"fwd_mask_{name}": _fwd(mask_mode=mode) for name, mode in (
         ("after_softmax", "after"), ("inverted", "inverted"), ("inverted_finite", "inverted_finite"),
         ("zero", "zero"), ("ignored", "none"))},

@@ -332,8 +332,9 @@ class Number(Output):
             own = self.diagnoses if self.diagnoses is not None else diagnoses
             named = [m for m, bug in own if _near(got, _answer_or_none(bug, case))]
             msg = "\n或者：".join(dict.fromkeys(named)) or None
-            if msg is None and self.kind == "int" and isinstance(got, float) and math.isclose(got, want, rel_tol=1e-12):
-                msg = "数值只差一点：用浮点数算大整数丢了精度。" + self.type_note
+            if msg is None and self.kind == "int" and (isinstance(got, float) or abs(want) > 2**53) \
+                    and math.isclose(_as_float(got), want, rel_tol=1e-12):  # int(…) of a float sum is off too
+                msg = "数值只差一点：用浮点数算大整数丢了精度（超过 2^53 的整数在浮点数里算不精确）。" + self.type_note
             if msg is None and self.kind == "int" and want >= 2**63:
                 msg = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
             return fail_at(msg or f"`{self.key}` 的数值不对。")

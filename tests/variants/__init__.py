@@ -1,8 +1,12 @@
 """Answer-cell variants per exercise for the grader's mutation suite.
 
 Each module, named after its notebook (`nb01_self_attention.py`), defines VARIANTS = {grade_id:
-{"solution": notebook_solution(grade_id), "correct": [src, ...], "buggy": [(src, diagnosis_substring), ...]}}.
+{"solution": notebook_solution(grade_id), "correct": [src, ...], "buggy": [(src, diagnosis_substring), ...],
+"warned": [diagnosis_substring, ...]}}.
 Every src is a complete answer cell (imports included); the solution is the notebook's own.
+"buggy" variants must lose points, their first failing check naming the diagnosis; "warned" lists the
+diagnoses of the buggy variants that are bugs the exercise's prompt or the course text warns about: the
+PUBLIC check must fail each of those variants with that diagnosis (tests/test_mutations.py).
 """
 import ast
 from pathlib import Path

@@ -244,3 +244,59 @@ def softmax(x, axis=-1):
     e = np.exp(_shifted(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 ''')
+
+# issue 21 §3: the bugs the prompt warns about fail the PUBLIC check (rows of unequal maxima, keepdims)
+VARIANTS["softmax"]["buggy"] += [
+    # the global maximum (no axis): fine while every row has about the same maximum
+    (SOFTMAX.replace("np.max(x, axis=axis, keepdims=True)", "np.max(x)"), "全局最大值"),
+    (SOFTMAX.replace("np.max(x, axis=axis, keepdims=True)", "x.max()"), "全局最大值"),
+    (SOFTMAX.replace("np.max(x, axis=axis, keepdims=True)", "np.max(x, axis=axis)"), "keepdims=True"),
+    (SOFTMAX.replace("np.sum(e, axis=axis, keepdims=True)", "np.sum(e, axis=axis)"), "keepdims=True"),
+]
+VARIANTS["softmax"]["correct"] += [
+    # the maximum put back with expand_dims instead of keepdims
+    '''
+import numpy as np
+def softmax(x, axis=-1):
+    m = np.expand_dims(np.max(x, axis=axis), axis)
+    e = np.exp(x - m)
+    return e / np.expand_dims(e.sum(axis=axis), axis)
+''',
+    # torch's logsumexp, float32 input kept float32
+    '''
+import numpy as np, torch
+def softmax(x, axis=-1):
+    t = torch.as_tensor(x)
+    return torch.exp(t - torch.logsumexp(t, dim=axis, keepdim=True)).numpy()
+''',
+]
+VARIANTS["softmax"]["warned"] = ["数值不稳定", "轴不对", "全部元素的和", "修改了输入", "全局最大值", "keepdims=True"]
+
+# one bug, one exercise: self_attention is judged with the name `softmax` meaning torch's softmax, so its
+# own points do not depend on exercise 1 (drivers/nb01_self_attention.py)
+_ATTENTION_ONLY = SELF_ATTENTION[SELF_ATTENTION.index("def self_attention"):]
+VARIANTS["self_attention"]["correct"] += [
+    # softmax with the global-max bug (exercise 1 loses its points), self_attention right
+    SOFTMAX.replace("np.max(x, axis=axis, keepdims=True)", "np.max(x)") + "\n" + _ATTENTION_ONLY,
+    # softmax not done yet (the release stub), self_attention right
+    "import numpy as np\ndef softmax(x, axis=-1):\n    raise NotImplementedError()\n\n" + _ATTENTION_ONLY,
+    # a softmax of the student's own signature: the check runs it as written
+    SOFTMAX.replace("def softmax(x, axis=-1):", "def softmax(x, dim=-1):").replace("axis=axis", "axis=dim")
+    + "\n" + _ATTENTION_ONLY.replace("axis=-1)", "dim=-1)"),
+    # a softmax that returns a torch tensor, unwrapped by self_attention with .numpy()
+    '''
+import numpy as np, torch
+def softmax(x, axis=-1):
+    return torch.softmax(torch.as_tensor(x), dim=axis)
+
+def self_attention(X, W_q, W_k, W_v):
+    Q, K, V = X @ W_q, X @ W_k, X @ W_v
+    A = softmax(Q @ np.swapaxes(K, -1, -2) / np.sqrt(K.shape[-1])).numpy()
+    return A @ V, A
+''',
+    # transposes written other ways, softmax called positionally
+    SOFTMAX + "\n" + _ATTENTION_ONLY.replace("Q @ K.T", "Q @ K.transpose()").replace("axis=-1)", "-1)"),
+    SOFTMAX + "\n" + _ATTENTION_ONLY.replace("Q @ K.T", "np.matmul(Q, K.mT)"),
+]
+VARIANTS["self_attention"]["warned"] = ["缺少缩放", "√d_k", "方向不对"]
+VARIANTS["score_diagnostics"]["warned"] = ["方向", "比例", "忘了除以"]

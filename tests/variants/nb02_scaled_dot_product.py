@@ -612,3 +612,41 @@ def attention_backward(dY, cache):
     return dq.numpy(), dk.numpy(), dv.numpy()
 """,
 ]
+
+# issue 21 §3: the bugs the prompts warn about fail the PUBLIC check (a batched case, a row of scores in the thousands)
+_NAIVE = FORWARD.replace("    S = S - S.max(axis=-1, keepdims=True)          # 数值稳定\n", "").replace(
+    "    S = S - S.max(axis=-1, keepdims=True)\n", "")
+VARIANTS["attention_forward"]["buggy"] += [
+    (_NAIVE, "数值不稳定"),
+    # the mask as a boolean index: right only when the mask has the scores' shape
+    (FORWARD.replace("S = np.where(mask, -np.inf, S)", "S[mask] = -np.inf"), "布尔下标"),
+]
+VARIANTS["attention_forward"]["correct"] += [
+    # numpy's own spellings of "swap the last two axes"
+    FORWARD.replace("np.swapaxes(K, -1, -2)", "K.mT"),
+    FORWARD.replace("np.swapaxes(K, -1, -2)", "np.matrix_transpose(K)"),
+    FORWARD.replace("np.swapaxes(K, -1, -2)", "np.moveaxis(K, -1, -2)"),
+    # the mask broadcast to the scores first, then used as an index
+    FORWARD.replace("S = np.where(mask, -np.inf, S)", "S[np.broadcast_to(mask, S.shape)] = -np.inf"),
+]
+VARIANTS["attention_forward"]["warned"] = ["swapaxes", "数值不稳定", "布尔下标"]
+
+VARIANTS["attention_backward"]["buggy"] += [
+    (BACKWARD.replace("np.swapaxes(dS, -1, -2)", "dS.T"), "swapaxes"),
+    (BACKWARD.replace("dY @ np.swapaxes(V, -1, -2)", "dY @ V.T"), "swapaxes"),
+]
+VARIANTS["attention_backward"]["correct"] += [
+    FORWARD + BACKWARD_ONLY.replace("np.swapaxes(A, -1, -2)", "A.mT").replace("np.swapaxes(V, -1, -2)", "V.mT")
+    .replace("np.swapaxes(dS, -1, -2)", "dS.mT"),
+    FORWARD + BACKWARD_ONLY.replace("np.swapaxes(A, -1, -2)", "A.swapaxes(-1, -2)")
+    .replace("np.swapaxes(V, -1, -2)", "np.matrix_transpose(V)").replace("np.swapaxes(dS, -1, -2)", "np.moveaxis(dS, -1, -2)"),
+]
+VARIANTS["attention_backward"]["warned"] = ["swapaxes", "恰好为 0", "漏掉了掩码", "反向传播必须按 §2.3 的公式手写"]
+VARIANTS["attention_function"]["buggy"] += [(FUNCTION.replace("k.transpose(-2, -1)", "k.T"), "swapaxes")]
+VARIANTS["attention_function"]["correct"] += [
+    FUNCTION.replace(".transpose(-2, -1)", ".mT"),
+    FUNCTION.replace("A.transpose(-2, -1)", "A.swapaxes(-1, -2)").replace("v.transpose(-2, -1)", "v.movedim(-1, -2)"),
+]
+VARIANTS["attention_function"]["warned"] = ["dtype", "共 4 个", "反向传播必须按 §2.3 的公式手写"]
+VARIANTS["numerical_gradient"]["warned"] = ["单侧差分", "要除以 2ε", "x 变了", "没有把 x[idx] 恢复", "没有用参数 eps",
+                                            "只差浮点舍入"]

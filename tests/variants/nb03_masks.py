@@ -312,3 +312,10 @@ def safe_causal_attention(q, k, v, key_padding):
 # an lru_cache'd mask builder and a decorated answer: correct styles (issue 11)
 VARIANTS["causal_mask"]["correct"] += [decorated(CAUSAL, "causal_mask", "@functools.lru_cache(maxsize=None)")]
 VARIANTS["masked_softmax"]["correct"] += [decorated(MASKED_SOFTMAX, "masked_softmax")]
+
+# issue 21 §3: bugs the prompts warn about, which the PUBLIC checks name
+VARIANTS["causal_mask"]["warned"] = ["diagonal=1", "dtype"]
+VARIANTS["padding_mask"]["warned"] = ["左右弄反", "没有处理 side='left'"]
+VARIANTS["attention_mask"]["warned"] = ["query 那一维也屏蔽了", "query 那一维"]
+VARIANTS["masked_softmax"]["warned"] = ["0/0 = NaN", "梯度里有 NaN", "不是恰好 0", "修改了输入", "dtype"]
+VARIANTS["leftpad_safe"]["warned"] = ["0/0 = NaN", "NaN × 0 = NaN", "修改了输入"]

@@ -429,3 +429,8 @@ MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
                            "    _t = importlib.import_module(_k.__name__.replace('nb04_multihead', 'torch_calls'))\n")
                   .replace("F.multi_head_attention_forward(", "getattr(F, 'multi_head_' + 'attention_forward')("))
 VARIANTS["mha"]["buggy"] += [(MHA_OBFUSCATED, "nn.MultiheadAttention")]
+
+# issue 21 §3: bugs the prompts (and §A.5 of the text) warn about, which the PUBLIC checks name
+VARIANTS["split_merge_heads"]["warned"] = ["contiguous", "连续的一段特征", "§A.5"]
+VARIANTS["mha"]["warned"] = ["§A.5", "拆头方式不对", "√d_model", "平均", "恰好为 0", "梯度没有传到", "nn.Linear", "bias=False",
+                             "scaled_dot_product_attention", "nn.MultiheadAttention"]

@@ -136,3 +136,32 @@ def generation_flops(T, d, kv_cache):
 # cached and decorated formulas: correct styles (issue 11)
 VARIANTS["flops"]["correct"] += [decorated(FLOPS, "mha_flops", "@functools.lru_cache(maxsize=None)")]
 VARIANTS["generation_flops"]["correct"] += [decorated(GENERATION, "generation_flops")]
+
+# issue 21 §3: the bugs the prompts warn about fail the PUBLIC check (a count above 2^53, a sum above int64)
+VARIANTS["flops"]["buggy"] += [
+    # a float inside, int() outside: exact only below 2^53
+    (FLOPS.replace("return 8 * T * d**2 + 4 * T**2 * d", "return int(8.0 * T * d**2 + 4.0 * T**2 * d)"), "丢了精度"),
+]
+VARIANTS["flops"]["correct"] += [
+    # the two terms factored, integer division for the share's pieces
+    '''
+def mha_flops(T, d):
+    return 4 * T * d * (2 * d + T)
+
+def attention_flop_share(T, d):
+    return float(T) / float(T + 2 * d)
+''',
+]
+VARIANTS["flops"]["warned"] = ["int", "丢了精度"]
+VARIANTS["generation_flops"]["correct"] += [
+    # Python ints over numpy's loop indices
+    '''
+import numpy as np
+def generation_flops(T, d, kv_cache):
+    steps = range(1, T + 1)
+    if kv_cache:
+        return sum(8 * d * d + 4 * t * d for t in steps)
+    return sum(8 * t * d * d + 4 * t * t * d for t in steps)
+''',
+]
+VARIANTS["generation_flops"]["warned"] = ["从 0 开始", "int64", "int"]

@@ -313,3 +313,10 @@ import torch.nn.functional as F
 def decode_step(q_new, k_cache, v_cache, attend=F.scaled_dot_product_attention):
     return attend(q_new, k_cache, v_cache)
 ''']
+
+# issue 21 §3: bugs the prompts warn about, which the PUBLIC checks name (a training=True case for dropout)
+VARIANTS["sdpa_attention"]["warned"] = ["取反", "不能同时", "只用了 mask", "training=False 时仍把 dropout_p", "完全一样",
+                                        "原地修改", "没有调用"]
+VARIANTS["decode_step"]["warned"] = ["is_causal=True"]
+VARIANTS["to_torch_mha"]["warned"] = ["batch_first", "偏置没有搬", "头数"]
+VARIANTS["torch_mha_forward"]["warned"] = ["need_weights", "只是提示", "约定弄反"]

@@ -5,11 +5,16 @@ SOFTMAX = Exercise(
     (Output("y", tol=(1e-6, 1e-10)),),
     diagnoses=[
         ("softmax 数值不稳定：exp 之前先减去该轴上的最大值（平移不变性），否则大输入会溢出成 inf/NaN。", known("naive")),
+        ("减去了全局最大值而不是沿 axis 的最大值：x.max() 不带 axis 时是整个数组的最大值，"
+         "比它小得多的行（或切片）exp 之后全部下溢成 0，得到 0/0 = NaN。要写 np.max(x, axis=axis, keepdims=True)。",
+         known("global_max")),
         ("归一化的轴不对：应该沿参数 axis 指定的那一维求和（默认最后一维）。", known("wrong_axis")),
         ("忘了归一化：exp 之后要除以该轴上的和。", known("no_norm")),
         ("除以了全部元素的和，而不是沿 axis 的和（sum 时要指定 axis 并 keepdims=True）。", known("global_sum")),
     ],
-    show=lambda c: f"x={fmt(c['x'])}, axis={c['axis']}")
+    show=lambda c: f"x={fmt(c['x'])}, axis={c['axis']}",
+    hints=[(("could not be broadcast",), "形状广播不了：沿 axis 求的 max、sum 要带 keepdims=True"
+            "（np.max(x, axis=axis, keepdims=True)），结果保留长度为 1 的那一维，才能和 x 逐元素相减、相除。")])
 
 SELF_ATTENTION = Exercise(
     (Output("A", tol=(1e-6, 1e-9)), Output("Y", tol=(1e-6, 1e-9))),

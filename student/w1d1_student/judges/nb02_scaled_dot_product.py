@@ -8,6 +8,8 @@ FORWARD_BUGS = [
     ("除以了 d_k 而不是 √d_k。", known("fwd_scale_dk")),
     ("缩放用错了维度：应除以 √d_k（Q、K 的最后一维），不是 √d_v（V 的最后一维）。", known("fwd_scale_dv")),
     ("softmax 的方向不对：每个 query 的一行（对 key 那一维，axis=-1）归一化。", known("fwd_axis")),
+    ("softmax 数值不稳定：exp 之前没有减去每行的最大值。分数上千时 exp 溢出成 inf，这一行得到 inf/inf = NaN；"
+     "先减去 S.max(axis=-1, keepdims=True)（平移不变性，结果不变）。", known("fwd_naive")),
     (MASK_MESSAGES["after_softmax"], known("fwd_mask_after_softmax")),
     (MASK_MESSAGES["inverted"], known("fwd_mask_inverted")),
     (MASK_MESSAGES["inverted"], known("fwd_mask_inverted_finite")),
@@ -24,6 +26,25 @@ def batch_hint(case, out, message):
     return BATCH_HINT if case.get("batch") or case["Q"].shape[-2] != case["K"].shape[-2] else ""
 
 
+TRANSPOSE_ERROR = ("这个用例带批维，你的代码在这里报错了：多半是用了 .T。.T 只对二维数组是转置，有批维时它把所有维度倒过来"
+                   "（(B,S,d) 变成 (d,S,B)）。只交换最后两维要用 np.swapaxes(x, -1, -2)（torch：x.transpose(-2, -1) 或 x.mT）。")
+MASK_INDEX_ERROR = ("这个用例的 mask 要广播到 (...,T,S)：S[mask] = -inf 这样的布尔下标要求 mask 和 S 形状完全相同。"
+                    "用 np.where(mask, -np.inf, S)（torch：S.masked_fill(mask, float('-inf'))），它们会自动广播。")
+SHAPE_ERRORS = ("matmul", "could not be broadcast", "must match the size", "cannot be multiplied", "Expected size")
+INDEX_ERRORS = ("boolean index did not match", "too many indices")
+
+
+def batch_error(case, res):
+    """A shape error on a case with batch dims: the .T that reverses every axis (or a mask used as an index)."""
+    err = str(res.get("error", "")) if isinstance(res, dict) else ""
+    if np.ndim(case["Q"]) <= 2:
+        return None
+    for needles, message in ((INDEX_ERRORS, MASK_INDEX_ERROR), (SHAPE_ERRORS, TRANSPOSE_ERROR)):
+        if any(n in err for n in needles):
+            return fail(f"【{case['stage']}】{message}\n报错：{err}")
+    return None
+
+
 def _show_qkv(c):
     m = "无" if c["mask"] is None else f"形状 {tuple(np.shape(c['mask']))}"
     return (f"Q {tuple(c['Q'].shape)}，K {tuple(c['K'].shape)}，V {tuple(c['V'].shape)}，mask {m}"
@@ -31,7 +52,7 @@ def _show_qkv(c):
 
 
 ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), diagnoses=FORWARD_BUGS,
-                             show=_show_qkv, hint=batch_hint)
+                             show=_show_qkv, hint=batch_hint, error=batch_error)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,7 +156,7 @@ def independent_checks(case, res):
 
 ATTENTION_BACKWARD = Exercise(
     tuple(Output(k, answer="bwd", tol=(1e-6, 1e-9)) for k in ("dV", "dQ", "dK")), diagnoses=BACKWARD_BUGS,
-    show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint,
+    show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint, error=batch_error,
     gate=lambda cases, results: backward_by_hand(cases, results) or forward_first(cases, results),
     extras=lambda case, out: dead_keys_get_no_gradient(case, out) or independent_checks(case, {"out": out}))
 
@@ -235,7 +256,8 @@ def _function_tol(case):
 ATTENTION_FUNCTION = Exercise(
     tuple(Output(k, answer="bwd", dtype=lambda c: c["dtype"], tol=_function_tol) for k in ("Y", "dV", "dQ", "dK")),
     diagnoses=FUNCTION_BUGS, show=lambda c: _show_qkv(c) + f"，dtype {c['dtype']}", hint=batch_hint,
-    flags=own_autograd_node, error=function_error, extras=function_extras, untouched=None,
+    flags=own_autograd_node, error=lambda case, res: function_error(case, res) or batch_error(case, res),
+    extras=function_extras, untouched=None,
     gate=by_hand("AttentionFunction.forward ", "AttentionFunction.backward "))
 
 

@@ -38,6 +38,8 @@ def _memory_cases(seed, hidden):
              "bpe": None, "n_layers": None, "keywords": False},
             {"stage": "正文第一行：全部 12 层（n_layers=12）", "B": 8, "h": 12, "T": 1024,
              "bpe": None, "n_layers": 12, "keywords": True},
+            {"stage": "float32：bytes_per_element=4（别把 2 字节写死）", "B": 1, "h": 2, "T": 3,
+             "bpe": 4, "n_layers": None, "keywords": True},
         ]
     return [
         {"stage": "float32（bytes_per_element=4）", "B": 2, "h": 3, "T": 5, "bpe": 4, "n_layers": None, "keywords": True},

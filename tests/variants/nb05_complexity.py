@@ -165,3 +165,4 @@ def generation_flops(T, d, kv_cache):
 ''',
 ]
 VARIANTS["generation_flops"]["warned"] = ["从 0 开始", "int64", "int"]
+VARIANTS["attn_memory"]["warned"] = ["写死", "字节数", "n_layers", "T²"]

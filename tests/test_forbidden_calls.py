@@ -19,8 +19,10 @@ def _notebook(answer_sources):
 
 
 def _correct():
+    # the solution as it stands in its answer cell (None: keep it); table["solution"] carries the demo
+    # cells' definitions too, which may use PyTorch's own attention outside the answer
     for gid, table in VARIANTS.items():
-        for i, src in enumerate([table["solution"], *table["correct"]]):
+        for i, src in enumerate([None, *table["correct"]]):
             yield pytest.param(gid, src, id=f"{gid}-{i}")
 
 
@@ -28,7 +30,8 @@ def _correct():
 def test_correct_answers_pass_the_static_check(grade_id, src):
     """In the real notebook: with its setup cell's imports and every other answer cell solved."""
     nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{registry.NOTEBOOK_OF[grade_id]}.ipynb", as_version=4)
-    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = src
+    if src is not None:
+        next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = src
     assert forbidden_calls.answer_problems(nb, grade_id) == []
 
 

@@ -62,6 +62,8 @@ def _generation_cases(seed, hidden):
             {"stage": "T=3, d=2，有 KV 缓存", "T": 3, "d": 2, "kv_cache": True},
             {"stage": "T=200000, d=8192，无缓存：结果超过 int64 的范围（用 Python 的 int）", "T": 200000, "d": 8192,
              "kv_cache": False},
+            {"stage": "T=200003, d=8191，无缓存：超过 2^53 的整数，用浮点数（/）算不精确", "T": 200003, "d": 8191,
+             "kv_cache": False},
         ]
     return [
         {"stage": "T=2, d=5，无缓存", "T": 2, "d": 5, "kv_cache": False},
@@ -69,6 +71,7 @@ def _generation_cases(seed, hidden):
         {"stage": "T=100, d=768，无缓存", "T": 100, "d": 768, "kv_cache": False},
         {"stage": "T=1000, d=4096，有缓存", "T": 1000, "d": 4096, "kv_cache": True},
         {"stage": "T=300000, d=16384，无缓存：结果超过 int64 的范围", "T": 300000, "d": 16384, "kv_cache": False},
+        {"stage": "T=300007, d=12289，无缓存：超过 2^53 的整数", "T": 300007, "d": 12289, "kv_cache": False},
         {**_drawn(seed, "generation_flops", T=(2, 5_000), d=(2, 8_192)), "kv_cache": bool(seed % 2)},
     ]
 

@@ -43,7 +43,7 @@ def _sdpa_cases(seed, hidden):
                        mask=_padding([3, 4], 5)[:, None, None, :], is_causal=True),
             _sdpa_case(g, "dropout_p=0.5 但 training=False：必须是确定的、不做 dropout", 2, 2, 4, 4, 4,
                        dropout_p=0.5, training=False),
-            _sdpa_case(g, "training=True、dropout_p=0.5：训练时要做 dropout（V 取单位阵，输出就是权重）", 1, 2, 6, 6, 4,
+            _sdpa_case(g, "training=True、dropout_p=0.5：训练时要做 dropout（V 取单位阵，输出就是权重）", 1, 2, 16, 16, 4,
                        dropout_p=0.5, training=True, kind="dropout_train", identity_v=True, scale=0.5),
         ]
     return [

@@ -131,6 +131,13 @@ def _fwd(**kw):
     return lambda c: {"Y": forward_ref(c["Q"], c["K"], c["V"], c["mask"], **kw)[0]}
 
 
+def _fwd_naive(c):
+    """The unstable softmax's output, only where it differs from the stable one (large scores): elsewhere the
+    case cannot tell the bug, and a near miss must not be blamed on it."""
+    naive, stable = _fwd(stable=False)(c)["Y"], _fwd()(c)["Y"]
+    return None if np.allclose(naive, stable, rtol=1e-9, atol=1e-12, equal_nan=True) else {"Y": naive}
+
+
 def _bwd(bug=None):
     return lambda c: backward_ref(c["Q"], c["K"], c["V"], c["mask"], c["dY"], bug)
 
@@ -141,7 +148,7 @@ FORWARD = {
     "fwd_scale_dk": lambda c: _fwd(scale=1.0 / c["Q"].shape[-1])(c),
     "fwd_scale_dv": lambda c: _fwd(scale=1.0 / math.sqrt(c["V"].shape[-1]))(c),
     "fwd_axis": _fwd(axis=-2),
-    "fwd_naive": _fwd(stable=False),
+    "fwd_naive": _fwd_naive,
     **{f"fwd_mask_{name}": _fwd(mask_mode=mode) for name, mode in (
         ("after_softmax", "after"), ("inverted", "inverted"), ("inverted_finite", "inverted_finite"),
         ("zero", "zero"), ("ignored", "none"))},

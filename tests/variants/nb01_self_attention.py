@@ -300,3 +300,9 @@ def self_attention(X, W_q, W_k, W_v):
 ]
 VARIANTS["self_attention"]["warned"] = ["缺少缩放", "√d_k", "方向不对"]
 VARIANTS["score_diagnostics"]["warned"] = ["方向", "比例", "忘了除以"]
+VARIANTS["self_attention"]["buggy"] += [
+    # red team (issue 21): exercise 1 unanswered and self_attention's own shape error: the error named is
+    # self_attention's (ValueError), not the stub's NotImplementedError
+    ("import numpy as np\ndef softmax(x, axis=-1):\n    raise NotImplementedError()\n\n"
+     + _ATTENTION_ONLY.replace("return A @ V, A", "return A @ V.T, A"), "ValueError"),
+]

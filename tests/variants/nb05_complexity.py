@@ -164,5 +164,14 @@ def generation_flops(T, d, kv_cache):
     return sum(8 * t * d * d + 4 * t * t * d for t in steps)
 ''',
 ]
-VARIANTS["generation_flops"]["warned"] = ["从 0 开始", "int64", "int"]
+VARIANTS["generation_flops"]["buggy"] += [
+    # red team (issue 21): float sums wrapped in int() were exact on the power-of-two cases
+    ("""
+def generation_flops(T, d, kv_cache):
+    s1 = T * (T + 1) / 2
+    s2 = T * (T + 1) * (2 * T + 1) / 6
+    return int(8 * d * d * T + 4 * d * s1) if kv_cache else int(8 * d * d * s1 + 4 * d * s2)
+""", "丢了精度"),
+]
+VARIANTS["generation_flops"]["warned"] = ["从 0 开始", "int64", "int", "丢了精度"]
 VARIANTS["attn_memory"]["warned"] = ["写死", "字节数", "n_layers", "T²"]

@@ -126,10 +126,15 @@ def by_nbgrader(submissions, course, feedback=True):
 
 
 def grade_both(submissions, tmp, **kw):
-    """{entry point: Graded} for the same class."""
+    """{entry point: Graded} for the same class. nbgrader's subprocesses run in a thread meanwhile: one
+    grading run keeps less than one core busy (kernel starts wait), so the two overlap well."""
+    from concurrent.futures import ThreadPoolExecutor
+
     tmp = Path(tmp)
-    return {"command": by_command(submissions, tmp / "by-command", **kw),
-            "nbgrader": by_nbgrader(submissions, tmp / "by-nbgrader")}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hub_path = pool.submit(by_nbgrader, submissions, tmp / "by-nbgrader")
+        command = by_command(submissions, tmp / "by-command", **kw)   # main thread: it may set signal handlers
+        return {"command": command, "nbgrader": hub_path.result()}
 
 
 

@@ -154,3 +154,14 @@ def test_the_self_attention_check_leaves_the_students_softmax_as_it_was():
     del ns["softmax"]
     payload = run_cases("self_attention", ns, make_cases("self_attention", 0, False))
     assert "softmax" not in ns and all(r["ok"] for r in payload["results"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def every_name_asked_for_has_an_answer():
+    """Across the whole mutation suite, a verdict table asks the answer key only for names it holds (the
+    key treats an unknown name as a bug that does not apply: a misspelt name would silently name nothing)."""
+    from autograder import judge
+
+    judge.UNKNOWN_NAMES.clear()
+    yield
+    assert not judge.UNKNOWN_NAMES, sorted(judge.UNKNOWN_NAMES)

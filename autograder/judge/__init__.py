@@ -41,13 +41,18 @@ def make_cases(grade_id, seed, hidden):
     return wire.decode(json.loads(json.dumps(as_data(cases))))
 
 
+UNKNOWN_NAMES = set()   # (grade_id, name) a verdict table asked for that no answer key holds: a misspelt bug name
+
+
 class Oracle(Mapping):
     """The answers on one case, computed when first asked for; a function that fails has no answer."""
 
-    def __init__(self, case, table):
-        self._case, self._table, self._done = case, table, {}
+    def __init__(self, case, table, grade_id=""):
+        self._case, self._table, self._done, self._grade_id = case, table, {}, grade_id
 
     def __getitem__(self, name):
+        if name not in self._table:
+            UNKNOWN_NAMES.add((self._grade_id, name))
         if name not in self._done:
             try:
                 self._done[name] = self._table[name](self._case)
@@ -71,7 +76,7 @@ def with_answers(grade_id, cases):
     out = []
     for case in cases:
         plain = {k: v for k, v in case.items() if k != "_oracle"}
-        out.append({**plain, "_oracle": Oracle(plain, table)})
+        out.append({**plain, "_oracle": Oracle(plain, table, grade_id)})
     return out
 
 

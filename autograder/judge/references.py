@@ -15,6 +15,13 @@ def softmax(s, axis=-1):
         return e / e.sum(axis=axis, keepdims=True)
 
 
+def naive_softmax(s, axis=-1):
+    """The known bug: exp without subtracting the maximum (a score above ~709 overflows to inf/inf = NaN)."""
+    with np.errstate(all="ignore"):
+        e = np.exp(s)
+        return e / e.sum(axis=axis, keepdims=True)
+
+
 def triu(T, S=None, k=1):
     """Course convention causal mask: True (blocked) where key index - query index >= k."""
     return np.triu(np.ones((T, T if S is None else S), dtype=bool), k)

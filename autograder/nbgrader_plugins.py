@@ -14,13 +14,14 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 from w1d1_student import registry, wire
-from w1d1_student.cell_scope import grading_cells
+from w1d1_student.cell_scope import OWN_KEY, grading_cells
 
 from . import forbidden_calls, provenance
 from .judge import judge_payload
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
+VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
 
 
 def _error_output(title, message):
@@ -255,31 +256,41 @@ def _payloads(cell):
     return found
 
 
+def _record(grade_id, hidden, passed, stage=None, mistakes=()):
+    """One check's verdict as data (stored with the graded notebook, read by the class report)."""
+    return {"grade_id": grade_id, "hidden": bool(hidden), "passed": bool(passed), "stage": stage,
+            "mistakes": [[key, message] for key, message in mistakes]}
+
+
 def judge_cell(nb, cell, seed):
-    """The verdict of one autograder test cell as (passed, message)."""
+    """The verdict of one autograder test cell as (passed, message, records): records, one per check
+    of the cell, carry the same diagnosis as data (`_record`)."""
     calls = check_calls(cell.source)
     if not calls:
-        return False, "这个测试单元格里没有检查（单元格可能被改动过）。"
+        return False, "这个测试单元格里没有检查（单元格可能被改动过）。", []
     payloads = _payloads(cell)
-    lines = []
+    lines, records = [], []
     for grade_id, hidden in calls:
         kind = "隐藏检查" if hidden else "公开检查"
         try:
             names = registry.driver(grade_id).names
         except KeyError:
-            return False, f"未知的练习 {grade_id}"
+            return False, f"未知的练习 {grade_id}", records
         problems = provenance.answer_problems(nb, grade_id, names) + forbidden_calls.answer_problems(nb, grade_id)
         if problems:
-            return False, f"{grade_id}：" + "；".join(problems) + "。"
+            records.append(_record(grade_id, hidden, False, mistakes=[(None, p) for p in problems]))
+            return False, f"{grade_id}：" + "；".join(problems) + "。", records
         mine = [p for p in payloads if isinstance(p, dict) and p.get("grade_id") == grade_id and bool(p.get("hidden")) == hidden]
         if len(mine) != 1 or len(payloads) != len(calls):
+            records.append(_record(grade_id, hidden, False))
             return False, (f"{grade_id}（{kind}）没有得到可用的检查结果：单元格没有运行完"
-                           "（前面的错误、超时或内核退出），或者输出被改动。")
+                           "（前面的错误、超时或内核退出），或者输出被改动。"), records
         verdict = judge_payload(mine[0], seed=seed)
+        records.append(_record(grade_id, hidden, verdict.passed, verdict.stage, verdict.mistakes))
         if not verdict.passed:
-            return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}"
+            return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}", records
         lines.append(f"✅ {grade_id}：{kind}通过")
-    return True, "\n".join(lines)
+    return True, "\n".join(lines), records
 
 
 class JudgeProbes(NbGraderPreprocessor):
@@ -292,8 +303,9 @@ class JudgeProbes(NbGraderPreprocessor):
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
                 try:
-                    passed, message = judge_cell(nb, cell, seed)
+                    passed, message, records = judge_cell(nb, cell, seed)
                 except Exception as exc:  # a verdict that cannot be reached costs this test cell only
-                    passed, message = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。"
+                    passed, message, records = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。", []
                 cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]
+                cell.metadata[OWN_KEY] = {VERDICTS_KEY: records}  # the grader's own: intake cleared the student's
         return nb, resources

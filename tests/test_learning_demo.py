@@ -42,7 +42,15 @@ def test_unfinished_exercise_falls_back_and_the_claims_hold(namespace):
     assert "还没有写完" in printed and "改用课程的版本" in printed
     assert namespace["MHA_LEARN"] is namespace["CourseMHA"]
     printed = run(namespace, train)
-    assert "头给与自己相同的 token 加了分数" in printed, printed
+    # the stand-in learns to count; whether its same-token lift clears the bar on 3 of 4 seeds depends on
+    # the machine's float rounding (2/4 on some CPUs): the demo must then say so, not claim it
+    runs = namespace["runs"]
+    majority = float((namespace["test_counts"].flatten() == namespace["test_counts"].flatten().mode().values).float().mean())
+    assert min(r["acc1"] for r in runs) > majority > max(r["acc0"] for r in runs), printed
+    lifted = sum(all(x > 1.3 for x in seed) for seed in namespace["lift"])
+    claims = "头给与自己相同的 token 加了分数" in printed
+    assert claims == (lifted >= len(runs) - 1 and min(namespace["median_lift"]) > 1.3 and namespace["before_flat"]), printed
+    assert claims or "不要读出结论" in printed, printed
 
 
 def test_a_broken_attention_is_not_trained(namespace):

@@ -72,6 +72,24 @@ def test_buggy_answers_lose_points(grade_id, src, diagnosis):
     failed = [v for v in vs if not v.passed]
     assert failed, f"buggy variant passed every check of {grade_id}"
     assert diagnosis in failed[0].message, failed[0].message
+    for v in failed:
+        assert_diagnosis_as_data(grade_id, v)
+
+
+GENERIC = ("的形状不对", "数值与参考答案不一致", "的数值不对", "你的代码抛出了异常", "出现了 NaN")
+
+
+def assert_diagnosis_as_data(grade_id, verdict):
+    """The verdict's data says what its message says: the stage it starts with, each named mistake
+    (a keyed one is a bug the answer key reproduces); only a generic failure names none."""
+    table = importlib.import_module(f"autograder.judge.{registry.topic(grade_id)}").ORACLES[grade_id]
+    if verdict.message.startswith("【"):
+        assert verdict.message.startswith(f"【{verdict.stage}】"), (verdict.stage, verdict.message)
+    for key, text in verdict.mistakes:
+        assert key == "type" or text in verdict.message, (text, verdict.message)  # "type": a fixed label
+        assert key is None or key in table or key in ("dtype", "type"), key
+    if not verdict.mistakes:
+        assert any(g in verdict.message.split("\n", 1)[0] for g in GENERIC), verdict.message
 
 
 def _warned():

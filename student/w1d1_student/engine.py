@@ -14,15 +14,20 @@ import contextvars
 import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """passed, the message a student reads, and the same diagnosis as data: `stage`, the case it failed
+    on (the 【…】 the message starts with), and `mistakes`, the known bugs it names as (key, message)
+    pairs; key is the answer key's name of the bug (None for a recognised error without one)."""
     passed: bool
     message: str
+    stage: str | None = None
+    mistakes: tuple = ()
 
 
 PASS = Verdict(True, "通过")
@@ -54,16 +59,60 @@ def judging_hidden():
     return _HIDDEN.get()
 
 
-def fail(message, shown=None, where=None):
+def fail(message, shown=None, where=None, mistakes=()):
     """A failing verdict. `shown`: the lines under the message that show the case's inputs, the expected
     values or the student's values; a public check's message ends with them. A hidden check's ends
     instead with `where` (which output, its shape, the first differing position: no values) and a
-    note that values are not shown."""
+    note that values are not shown. `mistakes`: the known bugs the message names, as (key, message)."""
+    data = {"stage": _stage_of(message), "mistakes": tuple(mistakes)}
     if shown is not None and not _HIDDEN.get():
-        return Verdict(False, f"{message}\n{shown}")
+        return Verdict(False, f"{message}\n{shown}", **data)
     if shown is not None:
-        return Verdict(False, "\n".join([message] + ([where] if where else []) + [HIDDEN_NOTE]))
-    return Verdict(False, message)
+        return Verdict(False, "\n".join([message] + ([where] if where else []) + [HIDDEN_NOTE]), **data)
+    return Verdict(False, message, **data)
+
+
+def _stage_of(message):
+    """The case a message is about: the 【stage】 it starts with, or None."""
+    if message.startswith("【") and "】" in message:
+        return message[1:message.index("】")]
+    return None
+
+
+class Named(str):
+    """A diagnosis message that also carries the known bugs it names, as (key, message) pairs."""
+
+    mistakes: tuple = ()
+
+    @classmethod
+    def of(cls, pairs):
+        """The messages of `pairs` joined as one diagnosis (None when there are none)."""
+        first = {}
+        for key, message in pairs:
+            first.setdefault(message, key)  # one message under several keys (a bug and its variant) is one
+        if not first:
+            return None
+        named = cls("\n或者：".join(first))
+        named.mistakes = tuple((key, message) for message, key in first.items())
+        return named
+
+
+def named_check(verdict):
+    """A failure found by one of an exercise's own checks (a gate, flag, extra, recognised error, inputs
+    changed): the check names the mistake, so its first line is the mistake when no known bug is named."""
+    if not verdict or verdict.passed or verdict.mistakes:
+        return verdict
+    head = verdict.message.split("\n", 1)[0]
+    if verdict.stage is not None:
+        head = head[len(verdict.stage) + 2:]
+    return replace(verdict, mistakes=((None, head),))
+
+
+def mistakes_of(text):
+    """The known bugs a diagnosis names: those a `Named` carries; a plain message is one unkeyed mistake."""
+    if not text:
+        return ()
+    return getattr(text, "mistakes", None) or ((None, str(text)),)
 
 
 def shown_only_public(text, instead=""):
@@ -71,9 +120,20 @@ def shown_only_public(text, instead=""):
     return instead if _HIDDEN.get() else text
 
 
-def known(name):
-    """The grader's output `name` (a reference or a known bug) on a case; KeyError when it has none."""
-    return lambda case: case["_oracle"][name]
+class known:
+    """The grader's output `name` (a reference or a known bug) on a case; KeyError when it has none.
+    Its `name` is the bug's key in a verdict's data."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, case):
+        return case["_oracle"][self.name]
+
+
+def bug_key(buggy):
+    """The answer key's name of a known bug (None for one computed some other way)."""
+    return getattr(buggy, "name", None)
 
 
 def inputs_untouched(results, what="你的函数"):
@@ -115,7 +175,7 @@ def raised(stage, res, hints=()):
     err = res.get("error", "未知错误") if isinstance(res, dict) else "结果格式不对"
     for needles, hint in hints:
         if all(n in err for n in needles):
-            return fail(f"【{stage}】{hint}\n报错：{err}")
+            return fail(f"【{stage}】{hint}\n报错：{err}", mistakes=((None, hint),))
     return fail(f"【{stage}】你的代码抛出了异常：\n{err}")
 
 
@@ -195,24 +255,25 @@ class Output:
             expected = self.dtype(case) if callable(self.dtype) else self.dtype
             if out.get(f"{self.key}_dtype") != expected:
                 return fail(f"【{stage}】{self.label()}的 dtype 不对：期望 {expected}{self._like()}，得到 {out.get(f'{self.key}_dtype')}。"
-                            + self.dtype_note)
+                            + self.dtype_note, mistakes=(("dtype", f"{self.label()}的 dtype 不对：期望 {expected}"),))
         rtol, atol = self.tolerance(case)
         g, w = np.asarray(self.view(case, got)), np.asarray(self.view(case, want))
         if close(g, w, rtol, atol):
             return None
         own = self.diagnoses if self.diagnoses is not None else diagnoses
         msg = (self.namer or name_bug)(case, out, ex.outputs_of(case), own, self.key)
+        mistakes = mistakes_of(msg)
         if msg is None:
             if self.fallback is not None:
-                msg = self.fallback
+                msg, mistakes = self.fallback, ((None, self.fallback),)
             elif _numeric(g) and _numeric(w) and not np.all(np.isfinite(g)) and np.all(np.isfinite(w)):
                 msg = "结果里出现了 NaN 或 inf。"
             else:
                 msg = describe_mismatch(self.key, g, w, rtol, atol)
         if _HIDDEN.get():
-            return fail(f"【{stage}】{msg}", shown="", where=self.locate(case, got, want))
+            return fail(f"【{stage}】{msg}", shown="", where=self.locate(case, got, want), mistakes=mistakes)
         shown = self.render(case, want, got) if self.render else _want_got(self.key, want, got, case, ex.show)
-        return fail(f"【{stage}】{msg}", shown=shown)
+        return fail(f"【{stage}】{msg}", shown=shown, mistakes=mistakes)
 
     def locate(self, case, got, want):
         """Where a wrong value shows, without a value: the output, its shape, the first differing position."""
@@ -266,14 +327,16 @@ class Exercise:
 
     def error_verdict(self, stage, case, res):
         """An error the exercise recognises (error hook, hints) as is; any other one with the hint."""
-        return (self.error and self.error(case, res)) or self.hinted(case, {}, raised(stage, res, self.hints))
+        return named_check(self.error and self.error(case, res)) or self.hinted(case, {}, raised(stage, res, self.hints))
 
     def hinted(self, case, out, verdict):
-        return fail(verdict.message + self.hint(case, out, verdict.message)) if verdict and self.hint else verdict
+        if not (verdict and self.hint):
+            return verdict
+        return replace(verdict, message=verdict.message + self.hint(case, out, verdict.message))
 
     def __call__(self, cases, results):
         stages = [case.get("stage", f"用例 {i + 1}") for i, case in enumerate(cases)]
-        verdict = self.gate(cases, results) if self.gate else None
+        verdict = named_check(self.gate(cases, results) if self.gate else None)
         if verdict:
             return verdict
         if self.errors_first:
@@ -285,20 +348,20 @@ class Exercise:
             if not ran(res):
                 return self.error_verdict(stage, case, res)
             out = res["out"]
-            verdict = self.flags(case, out) if self.flags else None
+            verdict = named_check(self.flags(case, out) if self.flags else None)
             for output in self.outputs_of(case):
                 if verdict:
                     break
                 verdict = self.hinted(case, out, output.check(stage, case, out, self,
                                                               kept if kept is not None else self.diagnoses_of(case)))
-            verdict = verdict or (self.extras(case, out) if self.extras else None)
+            verdict = verdict or named_check(self.extras(case, out) if self.extras else None)
             if verdict:
                 return verdict
         for case, res in zip(cases, results) if self.after else ():
-            verdict = self.after(case, res["out"])
+            verdict = named_check(self.after(case, res["out"]))
             if verdict:
                 return verdict
-        return self.untouched_verdict(stages, results) or PASS
+        return named_check(self.untouched_verdict(stages, results)) or PASS
 
     def untouched_verdict(self, stages, results):
         if isinstance(self.untouched, str):
@@ -323,23 +386,28 @@ class Number(Output):
         shown = None if _HIDDEN.get() else (f"输入：{ex.show(case)}\n" if ex.show else "") + \
             f"期望的 `{self.key}`：{want!r}\n你的 `{self.key}`：{got!r}（类型 {type_name}）"
 
-        def fail_at(message):
-            return fail(f"【{stage}】{message}", shown=shown or "", where=f"出错的输出：`{self.key}`（类型 {type_name}）")
+        def fail_at(message, mistakes=()):
+            return fail(f"【{stage}】{message}", shown=shown or "", where=f"出错的输出：`{self.key}`（类型 {type_name}）",
+                        mistakes=mistakes)
 
         if isinstance(got, str) or got is None:
             return fail_at(f"`{self.key}` 应当是一个数，得到类型 {type_name}。")
         if not self._same(got, want):
             own = self.diagnoses if self.diagnoses is not None else diagnoses
-            named = [m for m, bug in own if _near(got, _answer_or_none(bug, case))]
-            msg = "\n或者：".join(dict.fromkeys(named)) or None
+            named = Named.of((bug_key(bug), m) for m, bug in own if _near(got, _answer_or_none(bug, case)))
+            if named:
+                return fail_at(named, mistakes_of(named))
+            msg = None
             if msg is None and self.kind == "int" and (isinstance(got, float) or abs(want) > 2**53) \
                     and math.isclose(_as_float(got), want, rel_tol=1e-12):  # int(…) of a float sum is off too
-                msg = "数值只差一点：用浮点数算大整数丢了精度（超过 2^53 的整数在浮点数里算不精确）。" + self.type_note
+                msg = PRECISION_LOST
             if msg is None and self.kind == "int" and want >= 2**63:
-                msg = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
-            return fail_at(msg or f"`{self.key}` 的数值不对。")
+                msg = INT64_OVERFLOW
+            if msg is None:
+                return fail_at(f"`{self.key}` 的数值不对。")
+            return fail_at(msg + (self.type_note if msg == PRECISION_LOST else ""), ((None, msg),))
         if self.kind == "int" and not _is_int_type(type_name):
-            return fail_at(f"数值对了，但类型是 {type_name}。{self.type_note}")
+            return fail_at(f"数值对了，但类型是 {type_name}。{self.type_note}", (("type", f"`{self.key}` 应返回整数 int"),))
         if self.kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
             return fail_at(f"`{self.key}` 应返回 float，得到类型 {type_name}。")
         if self.bounds and not self.bounds[0] <= _as_float(got) <= self.bounds[1]:
@@ -352,6 +420,10 @@ class Number(Output):
         if self.kind == "int":
             return (math.isfinite(got) and got == want) if isinstance(got, float) else got == want
         return math.isclose(_as_float(got), float(want), rel_tol=1e-6, abs_tol=1e-12)
+
+
+PRECISION_LOST = "数值只差一点：用浮点数算大整数丢了精度（超过 2^53 的整数在浮点数里算不精确）。"
+INT64_OVERFLOW = "结果超过了 int64 的范围：numpy 的 int64 会悄悄溢出，用 Python 的 int 求和（不要用 np.sum/np.arange）。"
 
 
 def _is_int_type(name):
@@ -426,12 +498,9 @@ def _explains(case, out, outputs, buggy, key):
 
 
 def name_bug(case, out, outputs, diagnoses, key):
-    """The messages of every known bug whose output is the student's on this case, or None."""
-    named = []
-    for message, buggy in diagnoses:
-        if message not in named and _explains(case, out, outputs, buggy, key):
-            named.append(message)
-    return "\n或者：".join(named) if named else None
+    """The messages of every known bug whose output is the student's on this case (a `Named`), or None."""
+    return Named.of((bug_key(buggy), message) for message, buggy in diagnoses
+                    if _explains(case, out, outputs, buggy, key))
 
 
 def consistent(ex, cases, results):

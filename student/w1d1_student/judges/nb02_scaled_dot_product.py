@@ -1,7 +1,7 @@
 """Verdicts of notebook 02 (§2): tables for the engine's staged loop, with the checks only these exercises have."""
 import numpy as np
 
-from ..engine import MASK_MESSAGES, Exercise, Output, compare, fail, fmt, known
+from ..engine import MASK_MESSAGES, Exercise, Named, Output, compare, fail, fmt, known
 
 FORWARD_BUGS = [
     ("缺少缩放：分数 QKᵀ 要乘以 1/√d_k。", known("fwd_no_scale")),
@@ -183,8 +183,8 @@ def closest_difference_bug(case, out, outputs, diagnoses, key):
     for message, name in NUMGRAD_BUGS:
         err = float(np.max(np.abs(got - case["_oracle"][name])))
         if err < 0.1 * err_ref and (best is None or err < best[0]):
-            best = (err, message)
-    return best[1].format(eps=case["eps"]) if best else None
+            best = (err, message, name)
+    return Named.of([(best[2], best[1].format(eps=case["eps"]))]) if best else None
 
 
 def restored_input(case, out):

@@ -1,0 +1,310 @@
+"""Answers that look copied: each exercise's answer cells compared pairwise, and with the code students can see.
+
+The comparison is copydetect's (MOSS-style winnowing of token k-grams): pygments tokenises each answer,
+every identifier becomes V, every function name F, every class name O, every string S, and comments and
+whitespace go; k-grams of what is left (k characters) are hashed, winnowed (one fingerprint per window of
+`win_size` k-grams at least), and two answers are compared by the share of each one's fingerprinted code
+that the other holds too. Renaming variables, rewording comments or moving blank lines changes nothing.
+
+What is never evidence of copying, and is taken out of every answer before comparing:
+- the release's own cell for the exercise (signature, docstring, `# 在这里写你的代码`): all of its k-grams;
+- what a large part of the class writes alike (the lines the exercise dictates: `self.W_q = nn.Linear(d_model,
+  d_model, bias=bias)`, the imports, `B, T, d = x.shape`): a fingerprint found in at least COMMON_SHARE of the
+  exercise's answers, and in at least COMMON_MIN of them, is treated as release code, as MOSS's -m does.
+  A small class never has one; in a large one a source copied by more than that share of the class is
+  treated as the class's own idiom (the comparison with `references` still finds copies of known code).
+What is left must be long enough to tell answers apart: an answer with fewer than MIN_TOKENS fingerprinted
+characters of filtered code (copydetect's `token_coverage`) is not compared (short answers converge), and an
+exercise where (nearly) every answer is that short is listed in `skipped` with the reason.
+
+Score of two students: min of the two directional overlaps (overlap / token_coverage of each), so both answers
+must be mostly the same code: a short answer whose lines also occur in a long one (the standard lines of an
+exercise) does not flag, and the score of an honest pair does not grow with how little one of them wrote.
+Padding a copy with dead code lowers it (the price of min; max flagged honest pairs, below).
+Score against a reference: the answer's side only (the share of the answer found in the reference), since a
+reference (the companion script, the release notebook's code) is much longer than any answer.
+
+Before fingerprinting, an answer loses its import lines and every line shaped like one of the release cell's
+code lines (names -> V: its signatures, even with parameters renamed, `super().__init__()`); these are lines
+shorter than k that would otherwise pad every answer's share with what everyone writes.
+
+Settings, measured by bench/similarity_settings.py on the mutation tables' answers (scores vary by about ±0.02
+from run to run: copydetect hashes k-grams with Python's salted hash(), so winnowing picks differ):
+  distinct correct mha styles (MHA, EINSUM, PERMUTE, LOOP, SDPA_ALIAS, TORCH, QKV_FUSED, THREAD_SDPA_MATH,
+  PATCHES_DETECTOR), min score: largest 0.38 (SDPA_ALIAS ~ THREAD_SDPA_MATH, one author's two variants), next
+  0.31; with max instead of min: 0.58 (QKV_FUSED, a short answer inside longer ones) - hence min;
+  planted copies: MHA all names renamed, comments reworded, blank lines moved 1.00; the same plus four
+  statements reworded/reordered 0.86; EINSUM renamed and edited 0.94;
+  backward copied from w1day1_checks.py (its body verbatim, signature adapted) vs the companion 0.69; distinct
+  correct backward styles vs the companion: largest 0.25; any correct answer of notebooks 02/04 vs the companion
+  or the release notebooks' code: largest 0.21.
+  k 20..35 and window 1..6 change these by a few hundredths (k=20 lifts the honest backward to 0.50); k=25
+  (copydetect's noise threshold) with window 4 (a match of 28 characters is always seen) keeps a quarter of the
+  fingerprints of window 1.
+THRESHOLD 0.55: between the largest honest score (0.38) and the lowest planted one (0.69), ~0.15 from each.
+MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_score_std 29-49, split_merge_heads
+55-80 (two dictated lines: skipped); numerical_gradient 80-137, attention_backward 99-201, mha 262-468.
+Not caught: a copy of the companion's backward rewritten to batched axes (0.27, as honest answers are), and a
+copy padded with as much dead code again (min halves its score).
+"""
+import ast
+import copy
+import io
+import keyword
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from copydetect import CodeFingerprint, compare_files
+from copydetect.utils import get_token_coverage
+
+K = 25                 # characters of filtered code per k-gram (noise threshold)
+WIN_SIZE = 4           # winnowing window: any match of K + WIN_SIZE - 1 characters is guaranteed to be seen
+THRESHOLD = 0.55       # pairs at or above it are listed
+MIN_TOKENS = 90        # fingerprinted characters an answer needs (after boilerplate) to be compared
+SHORT_SHARE = 0.2      # an exercise where fewer than this share of the answers is long enough is not compared
+COMMON_SHARE = 0.4     # a fingerprint in at least this share of an exercise's answers ...
+COMMON_MIN = 8         # ... and in at least this many of them is the class's common code, not evidence
+MAX_CHARS = 20_000     # of an answer's source, fingerprinted (the rest is ignored)
+MAX_REFERENCE_CHARS = 400_000
+ROW_FIELDS = ("grade_id", "kind", "a", "b", "score")
+_NAME = "answer.py"    # copydetect picks the lexer from a file name; with language="python" it never logs
+
+
+@dataclass(frozen=True)
+class Pair:
+    grade_id: str
+    a: str              # a student id
+    b: str              # a student id (kind "students", a < b) or a reference's label (kind "reference")
+    score: float        # in [0, 1]
+    a_source: str
+    b_source: str       # a reference's source: the lines holding the matched code, "…" between them
+    kind: str           # "students" | "reference"
+
+
+@dataclass
+class Comparison:
+    pairs: list = field(default_factory=list)       # [Pair], highest score first
+    compared: dict = field(default_factory=dict)    # {grade_id: number of answers compared}
+    skipped: dict = field(default_factory=dict)     # {grade_id: why it was not compared (Chinese)}
+    threshold: float = THRESHOLD
+    k: int = K
+    win_size: int = WIN_SIZE
+
+    def rows(self):
+        """CSV rows in ROW_FIELDS order: grade_id, kind, a, b, score (3 decimals)."""
+        return [(p.grade_id, p.kind, p.a, p.b, f"{p.score:.3f}") for p in self.pairs]
+
+
+def _fingerprint(source, k, win_size, limit=MAX_CHARS):
+    """copydetect's fingerprint of `source` (never executed, only tokenised), or None: not text, blank, or untokenisable."""
+    if not isinstance(source, str) or not source.strip():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return CodeFingerprint(_NAME, k, win_size, filter=True, language="python", fp=io.StringIO(source[:limit]))
+    except Exception:  # a source pygments cannot take is not compared
+        return None
+
+
+_NAME_RE = re.compile(r"[^\W\d]\w*")
+_IMPORT = re.compile(r"\s*(import\s|from\s+[\w.]+\s+import\s)")
+
+
+def stub_lines(stub):
+    """The code lines of a release cell a student keeps as they are (signature lines, decorators, imports,
+    `super().__init__()`, `raise NotImplementedError()`), stripped; not its docstrings (filtered to one S anyway)."""
+    try:
+        tree = ast.parse(stub or "")
+    except (SyntaxError, ValueError):
+        return set()
+    lines = (stub or "").splitlines()
+    keep = set()
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                keep.update(range(first, node.body[0].lineno))
+                visit(node.body)
+            else:
+                keep.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    visit(tree.body)
+    return {_shape(lines[i - 1]) for i in keep if 0 < i <= len(lines) and lines[i - 1].strip()}
+
+
+def _shape(line):
+    """A line with every name but the keywords replaced by V and no blanks (what the filter would make of it)."""
+    return re.sub(r"\s+", "", _NAME_RE.sub(lambda m: m.group() if keyword.iskeyword(m.group()) else "V", line))
+
+
+def _answer_code(source, unavoidable):
+    """The answer without the lines every student has: import lines and the lines shaped like the release
+    cell's own code lines (its signatures with parameters renamed too)."""
+    return "\n".join(line for line in source[:MAX_CHARS].splitlines()
+                     if not _IMPORT.match(line) and _shape(line) not in unavoidable)
+
+
+def _kgram_hashes(source, k):
+    """Every k-gram hash of a source's filtered code (window 1), as copydetect computes boilerplate."""
+    fp = _fingerprint(source, k, 1, MAX_REFERENCE_CHARS)
+    return set() if fp is None else set(fp.hashes)
+
+
+def _release(stub, k):
+    """(every k-gram hash of the release cell, its code lines) for one exercise."""
+    return (_kgram_hashes(stub, k) if stub else set()), stub_lines(stub)
+
+
+def _answer_fingerprint(source, release, k, win_size):
+    """The fingerprint of an answer without its imports, the release cell's lines and the release cell's k-grams."""
+    if not isinstance(source, str):
+        return None
+    fp = _fingerprint(_answer_code(source, release[1]), k, win_size)
+    return None if fp is None else _without(fp, release[0])
+
+
+def _without(fp, hashes):
+    """A copy of `fp` without the fingerprints in `hashes`, its token_coverage recomputed.
+
+    (Not CodeFingerprint's own boilerplate=: in copydetect 0.5.0 it also drops repeats of fingerprints that are
+    not boilerplate at all, np.intersect1d being told the winnowed hashes are unique when they are not.)"""
+    out = copy.copy(fp)
+    out.hash_idx = {h: i for h, i in fp.hash_idx.items() if h not in hashes}
+    out.hashes = set(out.hash_idx)
+    out.token_coverage = float(get_token_coverage(out.hash_idx, fp.k, len(fp.filtered_code)))
+    return out
+
+
+def _similarities(fa, fb):
+    """(share of a's fingerprinted code found in b, the same for b), and b's matched slices in its source."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, (sa, sb), (_, slices_b) = compare_files(fa, fb)
+    return min(float(sa), 1.0), min(float(sb), 1.0), slices_b
+
+
+def _excerpt(source, slices):
+    """The lines of `source` the slices touch, "…" between runs that are not adjacent."""
+    if len(slices) == 0 or len(slices[0]) == 0:
+        return source
+    starts = np.concatenate([[0], np.cumsum([len(line) for line in source.splitlines(keepends=True)])])
+    lines = source.splitlines()
+    keep = set()
+    for s, e in zip(slices[0], slices[1]):
+        first = int(np.searchsorted(starts, s, side="right")) - 1
+        last = int(np.searchsorted(starts, max(e - 1, s), side="right")) - 1
+        keep.update(range(max(first, 0), min(last, len(lines) - 1) + 1))
+    out, prev = [], None
+    for i in sorted(keep):
+        if prev is not None and i != prev + 1:
+            out.append("…")
+        out.append(lines[i])
+        prev = i
+    return "\n".join(out)
+
+
+def _shared_occurrences(fps):
+    """occ[a, b] = how many fingerprint positions of answer a carry a hash answer b has too.
+
+    An inverted index (hash -> answers) touches only the pairs that share a fingerprint; occ[a, b] * k bounds
+    the overlap compare_files can find, so pairs that cannot reach the threshold are never compared."""
+    n = len(fps)
+    index = {}
+    for i, fp in enumerate(fps):
+        for h, positions in fp.hash_idx.items():
+            index.setdefault(h, []).append((i, len(positions)))
+    occ = np.zeros((n, n), dtype=np.float64)
+    for postings in index.values():
+        if len(postings) < 2:
+            continue
+        who = np.fromiter((i for i, _ in postings), dtype=np.intp, count=len(postings))
+        count = np.fromiter((c for _, c in postings), dtype=np.float64, count=len(postings))
+        occ[np.ix_(who, who)] += count[:, None]
+    np.fill_diagonal(occ, 0)
+    return occ
+
+
+def _common_hashes(fps):
+    """Fingerprints found in at least COMMON_SHARE of these answers, and in at least COMMON_MIN of them."""
+    need = max(COMMON_MIN, COMMON_SHARE * len(fps))
+    counts = {}
+    for fp in fps:
+        for h in fp.hashes:
+            counts[h] = counts.get(h, 0) + 1
+    return {h for h, c in counts.items() if c >= need}
+
+
+def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens, k, win_size):
+    """(pairs, number compared, or None and why not) for one exercise."""
+    release = _release(stub, k)
+    stub_hashes = release[0]
+    answered, seen = {}, {}
+    for student, source in answers.items():
+        key = source if isinstance(source, str) else None
+        if key not in seen:                 # identical answers (copies, untouched stubs) are fingerprinted once
+            seen[key] = _answer_fingerprint(source, release, k, win_size)
+        fp = seen[key]
+        if fp is not None and fp.token_coverage > 0:
+            answered[student] = fp
+    if not answered:
+        return [], None, "没有可比较的答案：都是空的、只有发布版的代码，或无法分词"
+    common = _common_hashes(list(answered.values()))
+    if common:
+        answered = {s: _without(fp, common) for s, fp in answered.items()}
+    long = sorted(s for s, fp in answered.items() if fp.token_coverage >= min_tokens)
+    if not long or len(long) < SHORT_SHARE * len(answered):
+        return [], None, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
+                          f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
+    fps = [answered[s] for s in long]
+    pairs = []
+    occ = _shared_occurrences(fps)
+    coverage = np.array([fp.token_coverage for fp in fps])
+    bound = np.minimum(1.0, occ * k / coverage[:, None])          # bound[a, b] >= share of a found in b
+    candidates = np.argwhere(np.triu(np.minimum(bound, bound.T) >= threshold, 1))
+    for i, j in candidates:
+        sa, sb, _ = _similarities(fps[i], fps[j])
+        score = min(sa, sb)
+        if score >= threshold:
+            a, b = long[i], long[j]
+            pairs.append(Pair(grade_id, a, b, score, answers[a], answers[b], "students"))
+    for label, (ref_source, ref_fp) in references.items():
+        ref = _without(ref_fp, stub_hashes | common)
+        for s, fp in zip(long, fps):
+            if not fp.hashes & ref.hashes:
+                continue
+            sa, _, slices = _similarities(fp, ref)
+            if sa >= threshold:
+                pairs.append(Pair(grade_id, s, label, sa, answers[s], _excerpt(ref_source[:MAX_REFERENCE_CHARS], slices),
+                                  "reference"))
+    return pairs, len(long), None
+
+
+def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens=MIN_TOKENS, k=K, win_size=WIN_SIZE):
+    """Answers that look copied, per exercise.
+
+    answers:     {grade_id: {student_id: source of the student's answer cell(s)}}; untrusted text, only tokenised
+    boilerplate: {grade_id: the release's own cell source for the exercise}
+    references:  {label: source} of code students can see; every compared answer is checked against each
+    Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why.
+    """
+    refs = {}
+    for label, source in (references or {}).items():
+        fp = _fingerprint(source, k, win_size, MAX_REFERENCE_CHARS)
+        if fp is not None:
+            refs[str(label)] = (source, fp)
+    result = Comparison(threshold=threshold, k=k, win_size=win_size)
+    for grade_id, by_student in answers.items():
+        pairs, n, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
+                                          refs, threshold, min_tokens, k, win_size)
+        result.pairs += pairs
+        if why is None:
+            result.compared[grade_id] = n
+        else:
+            result.skipped[grade_id] = why
+    result.pairs.sort(key=lambda p: (-p.score, p.grade_id, p.kind != "students", p.a, p.b))
+    return result

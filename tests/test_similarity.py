@@ -1,0 +1,165 @@
+"""autograder.similarity: answers that look copied, on the mutation tables' real answers."""
+import ast
+import random
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import similarity
+from tests.variants import nb02_scaled_dot_product as v02
+from tests.variants import nb04_multihead as v04
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPANION = (ROOT / "notebooks" / "w1d1" / "w1day1_checks.py").read_text(encoding="utf-8")
+HONEST_MHA = [v04.MHA, v04.MHA_EINSUM, v04.MHA_PERMUTE, v04.MHA_LOOP, v04.MHA_SDPA_ALIAS, v04.MHA_TORCH,
+              v04.MHA_THREAD_SDPA_MATH, v04.MHA_PATCHES_DETECTOR]
+
+
+def _stubs():
+    out = {}
+    for name in ("02_scaled_dot_product", "04_multihead"):
+        nb = nbformat.read(ROOT / "notebooks" / "w1d1" / f"{name}.ipynb", as_version=4)
+        for c in nb.cells:
+            meta = c.metadata.get("nbgrader", {})
+            if c.cell_type == "code" and meta.get("solution"):
+                out[meta["grade_id"]] = c.source
+    return out
+
+
+STUBS = _stubs()
+
+
+def only(src, name):
+    """The imports of `src` and its definition of `name` (an answer cell of that exercise)."""
+    tree = ast.parse(src)
+    keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+            or (isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name)]
+    return "\n\n".join(ast.get_source_segment(src, n) for n in keep) + "\n"
+
+
+def renamed(src):
+    """Every name the source binds renamed, comments reworded, blank lines moved."""
+    names = {n.id for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}
+    names |= {a.arg for a in ast.walk(ast.parse(src)) if isinstance(a, ast.arg)}
+    names -= {"self", "super", "nn", "torch", "math", "np", "float", "range", "F"}
+    for i, name in enumerate(sorted(names)):
+        src = re.sub(rf"\b{re.escape(name)}\b", f"v{i}_x", src)
+    lines = [re.sub(r"#.*$", "# 注释", line) for line in src.splitlines() if line.strip()]
+    return "\n\n".join("\n".join(lines[i:i + 2]) for i in range(0, len(lines), 2)) + "\n"
+
+
+def honest_class(planted=None):
+    answers = {f"s{i}": src for i, src in enumerate(HONEST_MHA)}
+    if planted:
+        answers["copier"] = planted
+    return {"mha": answers}
+
+
+def test_planted_copy_found_and_renaming_does_not_hide_it():
+    copy = renamed(v04.MHA_LOOP)
+    assert copy != v04.MHA_LOOP and "heads" not in copy
+    result = similarity.compare(honest_class(copy), STUBS, {})
+    pairs = [(p.a, p.b) for p in result.pairs]
+    assert pairs == [("copier", "s3")], pairs
+    pair = result.pairs[0]
+    assert pair.kind == "students" and pair.grade_id == "mha"
+    assert pair.score >= similarity.THRESHOLD and 0 <= pair.score <= 1
+    assert pair.a_source == copy and pair.b_source == v04.MHA_LOOP
+    verbatim = similarity.compare({"mha": {"a": v04.MHA_LOOP, "b": v04.MHA_LOOP + "\n"}}, STUBS, {})
+    assert verbatim.pairs[0].score - pair.score < 0.1        # renaming costs next to nothing
+
+
+def test_distinct_honest_styles_are_not_paired():
+    result = similarity.compare(honest_class(), STUBS, {"w1day1_checks.py": COMPANION})
+    assert result.pairs == []
+    assert result.compared == {"mha": len(HONEST_MHA)} and result.skipped == {}
+
+
+def test_release_stub_is_boilerplate():
+    answers = honest_class()["mha"] | {"stub1": STUBS["mha"], "stub2": STUBS["mha"] + "\n# 还没写\n"}
+    result = similarity.compare({"mha": answers}, STUBS, {})
+    assert result.pairs == [] and result.compared == {"mha": len(HONEST_MHA)}
+    only_stubs = similarity.compare({"mha": {"a": STUBS["mha"], "b": STUBS["mha"]}}, STUBS, {})
+    assert only_stubs.pairs == [] and "mha" in only_stubs.skipped and only_stubs.compared == {}
+
+
+def test_one_liner_exercise_is_skipped_with_a_reason():
+    table = v02.VARIANTS["init_score_std"]
+    answers = {f"s{i}": src for i, src in enumerate(table["correct"] + [v02.INIT] + [b for b, _ in table["buggy"]])}
+    result = similarity.compare({"init_score_std": answers}, STUBS, {})
+    assert result.pairs == [] and "init_score_std" not in result.compared
+    assert "太短" in result.skipped["init_score_std"]
+
+
+COPIED_BACKWARD = '''
+import math
+import numpy as np
+
+
+def attention_backward(dY, cache):
+    """缩放点积注意力的反向（numpy）。"""
+    Q, K, V, A, Y = cache[:5]
+    s = 1.0 / math.sqrt(Q.shape[-1])
+    dV = A.T @ dY
+    dA = dY @ V.T
+    D = (dY * Y).sum(-1, keepdims=True)
+    dS = A * (dA - D)
+    return s * dS @ K, s * dS.T @ Q, dV
+'''
+
+
+def test_copy_of_the_companion_script_is_found_as_reference():
+    honest = [only(v02.BACKWARD, "attention_backward")] + [only(s, "attention_backward")
+                                                           for s in v02.VARIANTS["attention_backward"]["correct"][:4]]
+    answers = {f"s{i}": src for i, src in enumerate(honest)} | {"copier": COPIED_BACKWARD}
+    result = similarity.compare({"attention_backward": answers}, STUBS, {"w1day1_checks.py": COMPANION})
+    assert [(p.kind, p.a, p.b) for p in result.pairs] == [("reference", "copier", "w1day1_checks.py")]
+    excerpt = result.pairs[0].b_source
+    assert "dS = A * (dA - D)" in excerpt and len(excerpt) < len(COMPANION) / 4   # the matched lines, not the file
+
+
+def test_pairs_are_ranked_highest_first_and_rows_are_csv_ready():
+    lightly_edited = renamed(v04.MHA_EINSUM).replace("torch.finfo(s.dtype).min", "-1e9")
+    answers = honest_class()["mha"] | {"exact": v04.MHA_PERMUTE, "edited": lightly_edited,
+                                       "edited2": lightly_edited.replace("math.sqrt(", "(lambda t: t ** 0.5)(")}
+    result = similarity.compare({"mha": answers}, STUBS, {})
+    scores = [p.score for p in result.pairs]
+    assert len(scores) >= 3 and scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
+    rows = result.rows()
+    assert similarity.ROW_FIELDS == ("grade_id", "kind", "a", "b", "score")
+    assert [r[:4] for r in rows] == [(p.grade_id, p.kind, p.a, p.b) for p in result.pairs]
+    assert [float(r[4]) for r in rows] == pytest.approx(scores, abs=1e-3)
+    assert (result.threshold, result.k, result.win_size) == (similarity.THRESHOLD, similarity.K, similarity.WIN_SIZE)
+
+
+def test_untrusted_sources_never_raise_nor_print(capsys, caplog):
+    huge = v04.MHA_LOOP + "\n# " + "x" * 1_000_000 + "\n" + v04.MHA_PERMUTE   # PERMUTE lies past MAX_CHARS
+    answers = {"loop": v04.MHA_LOOP, "nul": v04.MHA_LOOP.replace("heads", "he\x00ads"), "syntax": "def (((:\n  ]]] '''\n" * 50,
+               "huge": huge, "none": None, "bytes": b"import os", "blank1": "   \n\t", "blank2": "   \n\t",
+               "empty1": "", "empty2": "", "ok": v04.MHA_EINSUM, "tabs": "\t\x0b\x0c\r\n" * 100}
+    result = similarity.compare({"mha": answers}, STUBS, {"bad ref": "\x00" * 100, "none": None})
+    flagged = {p.a for p in result.pairs} | {p.b for p in result.pairs}
+    assert not flagged & {"blank1", "blank2", "empty1", "empty2", "none", "bytes"}
+    assert ("huge", "loop") in {(p.a, p.b) for p in result.pairs}    # the first MAX_CHARS characters count, only them
+    assert capsys.readouterr() == ("", "") and caplog.records == []
+
+
+def test_a_class_of_300_finishes():
+    rng = random.Random(1)
+    styles = {"mha": HONEST_MHA, "attention_backward": [only(s, "attention_backward") for s in
+                                                        v02.VARIANTS["attention_backward"]["correct"][:4]],
+              "attention_forward": v02.VARIANTS["attention_forward"]["correct"][:3]}
+
+    def student(src):
+        lines = src.splitlines()
+        for i in rng.sample(range(len(lines)), len(lines) // 3):
+            lines[i] = re.sub(r"=\s*(.+)$", lambda m: f"= {rng.choice('abcxyz')} * {rng.randint(0, 999)} + m.sum()", lines[i])
+        return "\n".join(lines)
+
+    answers = {gid: {f"s{i:03d}": student(rng.choice(srcs)) for i in range(300)} for gid, srcs in styles.items()}
+    answers["mha"]["s000"], answers["mha"]["s299"] = v04.MHA_LOOP, renamed(v04.MHA_LOOP)
+    result = similarity.compare(answers, STUBS, {"w1day1_checks.py": COMPANION})
+    assert set(result.compared) | set(result.skipped) == set(answers)
+    assert ("mha", "s000", "s299") in {(p.grade_id, p.a, p.b) for p in result.pairs}

@@ -16,7 +16,7 @@ STUDENT_STAMP := $(VENV)/.student-installed
 STUDENT_INPUTS := $(shell find student autograder/cases autograder/judge -name '*.py' -o -name '*.toml') \
   solutions/w1d1/w1d1_viz.py solutions/w1d1/w1day1_checks.py
 
-.PHONY: venv lab test release grade export bench html system-deps lint selftest checks student-package
+.PHONY: venv lab test release grade export bench html system-deps lint selftest checks student-package report report-demo
 
 venv: $(STAMP) $(STUDENT_STAMP)
 
@@ -66,6 +66,17 @@ release: venv
 grade: venv system-deps
 	$(PY) -m autograder grade $(SUBMISSIONS) --out $(OUT) --jobs $(JOBS)
 
+# the class report (report.html + diagnoses.csv, exercise_stats.csv, similarity.csv) of the run in OUT, rebuilt
+# from its gradebook without regrading; COURSE=DIR reads an nbgrader course folder instead (the hub's path)
+report: venv
+	$(PY) -m autograder report $(if $(COURSE),--course "$(COURSE)" --out "$(OUT)","$(OUT)")
+
+# the demo class of 30 (tools/report_demo_class.py), graded into OUT with its report
+report-demo: venv system-deps
+	@test -n "$(OUT)" -a "$(OUT)" != grading || { echo "用法：make report-demo OUT=DIR"; exit 2; }
+	$(PY) tools/report_demo_class.py "$(OUT)/class"
+	$(PY) -m autograder grade "$(OUT)/class" --out "$(OUT)" --jobs $(JOBS)
+
 # nbgrader's CSV of the grading run in OUT (its own gradebook); nbgrader calls alembic, so the venv's bin goes on PATH
 export: venv
 	@test -f "$(OUT)/nbgrader/gradebook.db" || { echo "没有找到 $(OUT)/nbgrader/gradebook.db：先运行 make grade OUT=$(OUT)"; exit 2; }
@@ -80,6 +91,7 @@ checks: venv
 
 bench: venv system-deps
 	$(PY) bench/bench.py
+	$(PY) bench/report_bench.py 300
 
 html: venv
 	$(PY) tools/build_site.py --out site

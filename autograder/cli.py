@@ -15,6 +15,10 @@ def build_parser():
     g.add_argument("--force", action="store_true", help="重新评分所有学生（默认只评新的或提交有变化的学生）")
     g.add_argument("--students", default="", help="只重新评分这些学生，逗号分隔，例如 alice,bob")
     g.add_argument("--no-sandbox", action="store_true", help="不用沙箱（危险：学生代码可读取答案与成绩库）")
+    rp = sub.add_parser("report", help="重新生成全班报告 report.html（和三个 CSV），不重新评分")
+    rp.add_argument("run", nargs="?", default=None, help="评分命令的输出文件夹（--out 的那个）")
+    rp.add_argument("--course", default=None, help="改为读 nbgrader 课程文件夹（hub 上用 nbgrader autograde 评的分）")
+    rp.add_argument("--out", default=None, help="和 --course 一起用：报告写到这里")
     r = sub.add_parser("release", help="从 solutions/ 重新生成 notebooks/（nbgrader generate_assignment）")
     r.add_argument("--to", default=None, help="写到别的文件夹（默认 notebooks/）")
     s = sub.add_parser("student-package", help="构建学生安装的 wheel（不含答案）到 dist/")
@@ -28,6 +32,13 @@ def main(argv=None):
         from .grade import main as grade_main
 
         return grade_main(args)
+    if args.command == "report":
+        from .class_report import main as report_main
+
+        if not args.run and not args.course:
+            print("错误：给出评分输出文件夹，或者 --course DIR --out DIR", file=sys.stderr)
+            return 2
+        return report_main(args)
     if args.command == "release":
         from .release import release
 

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import feedback_page, reports
+from . import class_report, feedback_page, reports
 from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
 from .intake import fingerprint, list_students, read_submission
 from .notes import Note, for_page, from_data, printable, stored_in
@@ -35,7 +35,8 @@ class GradingError(Exception):
 
 
 # modules that only arrange, store or show results: changing them regrades nobody
-OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py"}
+OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py",
+               "class_report.py", "class_data.py", "class_stats.py", "report_page.py", "similarity.py"}
 
 
 ID_SYMBOLS = set("_-.@")
@@ -395,7 +396,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
     _write_results(gen, work, records, notebooks, set(tasks), results)
-    write_state(gen, {"version": 1, "grader": version, "students": records})
+    _write_report(gen, work, records, notebooks, skipped, log)
+    write_state(gen, {"version": 1, "grader": version, "students": records, "skipped": skipped})
     if file_stamp(prev / "nbgrader" / "gradebook.db" if prev is not None else gen / "none") != stamp:
         raise GradingError("评分期间上一次的成绩库被改动了（例如有人在 formgrader 里打分）；为了不丢掉这些改动，"
                            "本次结果没有生效。请在没有人打分时重新运行。")
@@ -404,8 +406,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     _summary(rows, records, notebooks, log)
     if skipped:
         log("没有评分的文件夹（名字不能作学号）：" + "、".join(f"`{name}`" for name in sorted(skipped)))
-    log(f"写入 {output.out / 'grades.csv'}（自动评分）、manual_grades.csv（人工评分）、totals.csv（总分）"
-        f"和 {output.out / 'feedback'}/")
+    log(f"写入 {output.out / 'grades.csv'}（自动评分）、manual_grades.csv（人工评分）、totals.csv（总分）、"
+        f"{output.out / 'feedback'}/ 和全班报告 {output.out / 'report.html'}")
     return rows
 
 
@@ -428,6 +430,18 @@ def _write_results(gen, work, records, notebooks, rendered, results):
                 rec["notes"].append(Note(None, f"反馈页面生成失败（{type(exc).__name__}），请联系助教。"))
                 rec["gradebook"] = None  # remade next run
                 _write_feedback(work, gen, sid, {**rec, "ok": False, "notebooks": []}, notebooks)
+
+
+def _write_report(gen, work, records, notebooks, skipped, log):
+    """The class report, in the same generation as the grades; a report that fails costs only itself."""
+    from nbgrader.api import Gradebook
+
+    try:
+        with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
+            class_report.for_run(gen, gb, records, notebooks, skipped)
+    except Exception as exc:  # the grades are safe: they are published without a report
+        log(f"!!! 全班报告没有生成（{type(exc).__name__}: {printable(str(exc))[:300]}）；成绩照常写出，"
+            "修好后运行 python -m autograder report OUT 重新生成。")
 
 
 def _read_rows(gen):

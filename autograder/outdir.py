@@ -21,7 +21,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-PUBLISHED = ("nbgrader", "feedback", "grades.csv", "manual_grades.csv", "totals.csv")
+PUBLISHED = ("nbgrader", "feedback", "grades.csv", "manual_grades.csv", "totals.csv",
+             "report.html", "diagnoses.csv", "exercise_stats.csv", "similarity.csv")
 CURRENT = ".current"
 GENERATIONS = ".gen"
 
@@ -109,6 +110,13 @@ class Output:
             tmp.unlink()
         os.symlink(os.path.relpath(gen, self.out), tmp)
         os.replace(tmp, self.out / CURRENT)  # the swap
+        self.link_published()
+        if previous is not None and previous != self.out and previous != gen:
+            shutil.rmtree(previous, ignore_errors=True)
+        shutil.rmtree(self.out / GENERATIONS / "legacy", ignore_errors=True)
+
+    def link_published(self):
+        """OUT/<name> -> .current/<name> for every published name that is not a link yet."""
         for name in PUBLISHED:
             entry = self.out / name
             if entry.is_symlink():
@@ -118,9 +126,6 @@ class Output:
                 aside.mkdir(exist_ok=True)
                 os.replace(entry, aside / name)
             os.symlink(f"{CURRENT}/{name}", entry)
-        if previous is not None and previous != self.out and previous != gen:
-            shutil.rmtree(previous, ignore_errors=True)
-        shutil.rmtree(self.out / GENERATIONS / "legacy", ignore_errors=True)
 
 
 def copy_gradebook(src, dest):

@@ -28,8 +28,9 @@ Before fingerprinting, an answer loses its import lines and every line shaped li
 code lines (names -> V: its signatures, even with parameters renamed, `super().__init__()`); these are lines
 shorter than k that would otherwise pad every answer's share with what everyone writes.
 
-Settings, measured by bench/similarity_settings.py on the mutation tables' answers (scores vary by about ±0.02
-from run to run: copydetect hashes k-grams with Python's salted hash(), so winnowing picks differ):
+Settings, measured by bench/similarity_settings.py on the mutation tables' answers (measured with copydetect's
+salted hash(), which made scores vary by about ±0.02 between processes; k-grams are now hashed with blake2b,
+the same in every process):
   distinct correct mha styles (MHA, EINSUM, PERMUTE, LOOP, SDPA_ALIAS, TORCH, QKV_FUSED, THREAD_SDPA_MATH,
   PATCHES_DETECTOR), min score: largest 0.38 (SDPA_ALIAS ~ THREAD_SDPA_MATH, one author's two variants), next
   0.31; with max instead of min: 0.58 (QKV_FUSED, a short answer inside longer ones) - hence min;
@@ -49,15 +50,27 @@ copy padded with as much dead code again (min halves its score).
 """
 import ast
 import copy
+import hashlib
 import io
 import keyword
 import re
 import warnings
 from dataclasses import dataclass, field
 
+import copydetect.utils
 import numpy as np
 from copydetect import CodeFingerprint, compare_files
 from copydetect.utils import get_token_coverage
+
+
+def _stable_kgrams(string, k):
+    """copydetect's k-gram hashes, but the same in every process (its own use the salted hash()): a
+    report rebuilt, or made on the hub's path, lists the same pairs with the same scores."""
+    return np.array([int.from_bytes(hashlib.blake2b(string[i:i + k].encode("utf-8", "surrogatepass"), digest_size=8)
+                                    .digest(), "little", signed=True) for i in range(len(string) - k + 1)], dtype=np.int64)
+
+
+copydetect.utils.hashed_kgrams = _stable_kgrams
 
 K = 25                 # characters of filtered code per k-gram (noise threshold)
 WIN_SIZE = 4           # winnowing window: any match of K + WIN_SIZE - 1 characters is guaranteed to be seen

@@ -20,6 +20,7 @@ from tests.entry_points import ENTRY_POINTS, course_config, grade_both
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 FULL = sum(p for _, p in graded_cells(gc.NB)[0])
 FORGED = "honest6,100,0,0,100,"
+NO_NORM = "import numpy as np\n\ndef softmax(x, axis=-1):\n    return np.exp(x - x.max(axis=axis, keepdims=True))\n"
 SVG = "<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>"
 
 
@@ -46,6 +47,8 @@ def build(root):
         expected[student] = points
 
     put("honest", gc.solved(), FULL)
+    softmax_points = sum(p for gid, p in graded_cells(gc.NB)[0] if gid.startswith("test_softmax"))
+    put("no_norm", gc.solved(softmax=NO_NORM), FULL - softmax_points)  # a named mistake on both paths
     # a copy of the answer cell after its checks: an experiment, or half-written code (issue: 3/7, 2/7)
     put("copy_experiment", _copy_after_tests("def softmax(x, axis=-1):\n    return x  # 试验\n", "copy-a"), FULL)
     put("copy_syntax_error", _copy_after_tests("def softmax(x, axis=-1:\n", "copy-b"), FULL)
@@ -135,6 +138,35 @@ def test_both_paths_repair_alike_and_say_so_on_the_page(graded, student, says):
         page = runs[path].page(student, gc.NB)
         assert all(n.replace("`", "") in page.replace("<code>", "").replace("</code>", "") or n[:20] in page
                    for n in notes[path] if says in n), (path, student)
+
+
+def _verdicts(run, student):
+    root = run.root / "nbgrader" if run.path == "command" else run.root
+    nb = nbformat.read(root / "autograded" / student / ASSIGNMENT / f"{gc.NB}.ipynb", as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["w1d1"]["verdicts"]
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
+
+
+def test_both_paths_store_the_same_verdicts_as_data(graded):
+    """The class report reads what nbgrader's chain stored: the same on both paths, mistakes named."""
+    expected, runs = graded
+    for student in expected:
+        assert _verdicts(runs["command"], student) == _verdicts(runs["nbgrader"], student), student
+    mine = _verdicts(runs["command"], "no_norm")["test_softmax"]
+    assert [r["passed"] for r in mine] == [False] and mine[0]["grade_id"] == "softmax"
+    assert [key for key, _ in mine[0]["mistakes"]] == ["no_norm"]
+    assert all(r["passed"] for r in _verdicts(runs["command"], "honest")["test_softmax"])
+
+
+def test_both_paths_give_the_same_class_report(graded, tmp_path):
+    """`report --course` over the hub's course folder counts what the grading command's report counts."""
+    from autograder import class_report
+
+    _, runs = graded
+    class_report.for_course(runs["nbgrader"].root, tmp_path)
+    for name in ("diagnoses.csv", "exercise_stats.csv", "similarity.csv"):
+        assert (tmp_path / name).read_text(encoding="utf-8") == (runs["command"].root / name).read_text(encoding="utf-8"), name
+    assert "no_norm" in (tmp_path / "diagnoses.csv").read_text(encoding="utf-8")
 
 
 def test_student_text_forges_no_line_in_the_csv_or_the_log(graded):

@@ -80,20 +80,22 @@ def _stage_of(message):
 
 
 class Named(str):
-    """A diagnosis message that also carries the known bugs it names, as (key, message) pairs."""
+    """A diagnosis message that also carries the known bugs it names, as (key, message) pairs; the bugs
+    one message stands for share it, their keys joined by "/"."""
 
     mistakes: tuple = ()
 
     @classmethod
     def of(cls, pairs):
         """The messages of `pairs` joined as one diagnosis (None when there are none)."""
-        first = {}
-        for key, message in pairs:
-            first.setdefault(message, key)  # one message under several keys (a bug and its variant) is one
-        if not first:
+        keys = {}
+        for key, message in pairs:  # one message under several keys (a bug and its variant) is one mistake
+            if key not in keys.setdefault(message, []):
+                keys[message].append(key)
+        if not keys:
             return None
-        named = cls("\n或者：".join(first))
-        named.mistakes = tuple((key, message) for message, key in first.items())
+        named = cls("\n或者：".join(keys))
+        named.mistakes = tuple(("/".join(k for k in ks if k) or None, message) for message, ks in keys.items())
         return named
 
 

@@ -167,3 +167,35 @@ def test_the_page_renders_its_figures_and_chinese_text(run):
     cjk = [f for f in fonts if any(k in f["familyName"] for k in ("WenQuanYi", "Noto Sans CJK", "Droid Sans Fallback"))]
     assert cjk and sum(f["glyphCount"] for f in cjk) >= len("全班评分报告"), fonts
     assert shot.stat().st_size > 50_000
+
+
+def test_report_of_a_missing_run_says_so(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "autograder", "report", str(tmp_path / "nothing")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "找不到评分结果文件夹" in result.stderr, result.stderr
+    (tmp_path / "empty").mkdir()
+    result = subprocess.run([sys.executable, "-m", "autograder", "report", str(tmp_path / "empty")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "没有评分结果" in result.stderr, result.stderr
+
+
+def test_a_report_that_fails_costs_only_itself(tmp_path, monkeypatch):
+    """Grades are published without the report, and the log says how to make it again."""
+    import shutil
+
+    from autograder import class_report
+
+    shutil.copytree(ROOT / "data" / "demo_class" / "alice", tmp_path / "class" / "alice")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("report bug")
+
+    monkeypatch.setattr(class_report, "for_run", broken)
+    said = []
+    grade(tmp_path / "class", tmp_path / "out", seed=3, log=said.append)
+    assert rows(tmp_path / "out" / "totals.csv")[0]["auto_score"] == "7"
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert any("全班报告没有生成" in line and "report bug" in line for line in said), said
+    monkeypatch.undo()
+    class_report.rebuild(tmp_path / "out")
+    assert "W1D1 全班评分报告" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

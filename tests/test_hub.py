@@ -248,6 +248,17 @@ def test_class_on_jupyterhub(hub, tmp_path):
     assert saved, "formgrader did not save the manual grade"
     t.close()
 
+    # the class report of the hub's course folder: the buggy student's mistake named, the hand grade counted
+    instructor(room, f"cd {REPO} && python -m autograder report --course {course} --out ~/report")
+    with open(home(room.instructor) / "report" / "diagnoses.csv", newline="", encoding="utf-8") as fh:
+        diagnosed = [r for r in csv.DictReader(fh) if r["grade_id"] == GRADE_ID]
+    assert {r["student_id"] for r in diagnosed} == {ben}, diagnosed
+    assert any(DIAGNOSIS in r["description"] for r in diagnosed), diagnosed
+    page = (home(room.instructor) / "report" / "report.html").read_text(encoding="utf-8")
+    row = page[page.index(f"<code>{WRITTEN}</code>"):].split("</tr>", 1)[0]
+    assert CSP_META in page and "1 分 × 1" in row, row
+    mark("class report")
+
     # feedback, generated and released by the instructor
     instructor(room, f"nbgrader generate_feedback {ASSIGNMENT} {only} && nbgrader release_feedback {ASSIGNMENT}")
     # the buggy student fetches feedback and reads the diagnosis in Chinese

@@ -16,8 +16,10 @@ sys.path.insert(0, str(ROOT))
 
 from autograder import class_data, class_report  # noqa: E402
 from autograder.course import available_notebooks  # noqa: E402
+
 sys.path.insert(0, str(ROOT / "bench"))
 from similarity_bench import synthetic_class as synthetic_answers  # noqa: E402
+
 MISTAKES = [("scale_none", "缺少缩放：分数要除以 √d_k。"), ("merge_no_transpose", "合并时漏了 transpose"),
             ("bwd_noD", "softmax 的反向少了减去 D"), (None, "形状广播不了")]
 

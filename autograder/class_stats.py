@@ -77,18 +77,20 @@ def _normalised(source):
 
 
 def diagnosis(data, student, ex):
-    """[(key, text, stage, check)] the verdicts named for one student's exercise that lost points:
-    the named mistakes (each once), else 未作答 (the release's stub) or 未识别."""
+    """[(key, text, stage, check)] the verdicts named for one student's exercise that lost points: the
+    mistakes of the first failing check, and known bugs (keyed) a later one names besides (the same mistake
+    met again, in other words, counts once); else 未作答 (the release's stub) or 未识别."""
     found, seen = [], set()
     for cell_id, check in ((ex.public[0], "公开"), (ex.hidden[0], "隐藏")):
         for rec in data.verdicts.get((student, cell_id), []):
             if rec.get("passed") or rec.get("grade_id") != ex.grade_id:
                 continue
+            later = bool(found)
             for item in rec.get("mistakes") or []:
                 if not (isinstance(item, list) and len(item) == 2 and isinstance(item[1], str)):
                     continue
                 key = item[0] if isinstance(item[0], str) else None
-                if item[1] not in seen:
+                if item[1] not in seen and not (later and key is None):
                     seen.add(item[1])
                     found.append((key, item[1], rec.get("stage") if isinstance(rec.get("stage"), str) else "", check))
     if found:

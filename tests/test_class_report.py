@@ -59,6 +59,8 @@ def test_each_planted_mistake_is_counted_for_exactly_its_students(run, grade_id)
     unnamed = found.get("未识别", set())
     assert set(expected.get("unrecognised", [])) <= unnamed <= set(expected.get("unrecognised", [])) | set(
         expected.get("public_only", [])), found
+    unkeyed = [(r["student_id"]) for r in rows(run / "diagnoses.csv") if r["grade_id"] == grade_id and not r["mistake"]]
+    assert len(unkeyed) == len(set(unkeyed)), "one student's mistake counted twice"
     lost = {s for students in found.values() for s in students}
     assert not lost & set(expected.get("full", [])), "a student with full marks has a diagnosis"
 
@@ -118,6 +120,9 @@ def test_the_page_tells_the_instructor_what_the_class_got_wrong(run):
     top = max(demo.EXPECTED["mha"]["mistakes"].items(), key=lambda kv: len(kv[1]))
     assert f"<code>{top[0]}</code>" in page
     assert all(f"feedback/{s}/04_multihead.html" in page for s in top[1])
+    notes = page[page.index("<h2>5. "):page.index("<h2>6. ")]
+    renamed = next(iter(demo.FILE_NAMES.values()))
+    assert any(f"{name}</code>" in notes or f"`{name}`" in notes for name in renamed.values()), notes
     a, b = next((a, b) for gid, a, b in demo.PLANTED_COPIES if gid == "mha")
     assert f"{a} 与 {b}" in page or f"{b} 与 {a}" in page
 

@@ -71,7 +71,8 @@ def exercises(notebooks):
     return out
 
 
-def _release_cells(name):
+def release_cells(name):
+    """({grade_id: the release's answer cell}, the release's locked code cells joined) of one notebook."""
     nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
     stubs, locked = {}, []
     for cell in nb.cells:
@@ -172,7 +173,7 @@ def from_tables(tables, records, notebooks):
     submitted = {s: set(records[s]["notebooks"]) if records[s].get("ok") else set() for s in students}
     stubs, references = {}, {}
     for name in notebooks:
-        own, locked = _release_cells(name)
+        own, locked = release_cells(name)
         stubs.update(own)
         references[f"发布版 {name} 的锁定单元格"] = locked
     references[COMPANION] = (RELEASE_DIR / ASSIGNMENT / COMPANION).read_text(encoding="utf-8")

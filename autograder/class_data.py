@@ -6,6 +6,7 @@ state.json) and an nbgrader course folder graded with `nbgrader autograde` (on t
 students and their notebooks come from the gradebook. Every text a student controls is made
 printable here, once (`notes.printable`), before anything renders it.
 """
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,10 +52,13 @@ class ClassData:
     feedback: dict = field(default_factory=dict)  # (student, notebook) -> link relative to the report
 
 
-def safe(text):
-    """Student-controlled text, printable and encodable (escaped as the notes are)."""
+CODE = "\n\t"  # the control characters code keeps when it is shown
+
+
+def safe(text, keep=""):
+    """Student-controlled text, printable and encodable (escaped as the notes are); `keep=CODE` for source."""
     text = str(text)
-    return text if is_printable(text) else printable(text)
+    return text if is_printable(text, keep) else printable(text, keep)
 
 
 def exercises(notebooks):
@@ -106,8 +110,12 @@ def _read_graded(path, wanted):
 
 
 def _feedback_link(report_dir, page):
-    return Path(page).resolve().relative_to(Path(report_dir).resolve()).as_posix() \
-        if Path(page).resolve().is_relative_to(Path(report_dir).resolve()) else None
+    """The page's path relative to the report's folder (`../…` where the page lies outside it, as on the
+    hub, where the report is written beside the course folder)."""
+    try:
+        return Path(os.path.relpath(Path(page).resolve(), Path(report_dir).resolve())).as_posix()
+    except ValueError:  # another drive
+        return None
 
 
 def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None, skipped=None):
@@ -129,7 +137,7 @@ def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None
             for cell_id, recs in verdicts.items():
                 data.verdicts[(student, cell_id)] = recs
             for gid, src in answers.items():
-                data.answers.setdefault(gid, {})[student] = src
+                data.answers.setdefault(gid, {})[student] = safe(src, CODE)
             page = feedback_pages(student, name) if feedback_pages else None
             if page is not None and Path(page).exists() and report_dir is not None:
                 data.feedback[(student, name)] = _feedback_link(report_dir, page)

@@ -43,15 +43,16 @@ def _unsafe(ch):
     return 0xDC80 <= ord(ch) <= 0xDCFF or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
-def is_printable(text):
+def is_printable(text, keep=""):
     """Already safe for a note, a log line, a CSV cell (what `printable` makes): escaping it again would
     only double its backslashes."""
-    return not any(_unsafe(ch) for ch in text)
+    return not any(_unsafe(ch) and ch not in keep for ch in text)
 
 
-def printable(name):
+def printable(name, keep=""):
     """A name from a student's folder as safe text for notes, logs and CSV files: bytes that are not
-    UTF-8 and control or formatting characters as \\xNN (\\uNNNN), a backslash doubled."""
+    UTF-8 and control or formatting characters as \\xNN (\\uNNNN), a backslash doubled. `keep`: control
+    characters left as they are (newline and tab, for code shown in a <pre>)."""
     out = []
     for ch in name:
         code = ord(ch)
@@ -59,7 +60,7 @@ def printable(name):
             out.append(f"\\x{code - 0xDC00:02x}")
         elif ch == "\\":
             out.append("\\\\")
-        elif _unsafe(ch):
+        elif _unsafe(ch) and ch not in keep:
             out.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
         else:
             out.append(ch)

@@ -198,16 +198,22 @@ def _similarity(data, comparison):
     parts = ["<h2>6. 看起来相似的答案（待复核）</h2>",
              f"<p>仅供复核，<b>不改变任何分数</b>。用 copydetect（MOSS 式的 token 指纹 winnowing，变量名统一替换后比较；"
              f"k = {comparison.k}，窗口 {comparison.win_size}）比较答案单元格，去掉了发布版自带的签名和说明；"
-             f"阈值 {comparison.threshold:.2f}。比较了：{compared}。</p>"]
+             f"阈值 {comparison.threshold:.2f}：两份答案各自至少这么大比例的代码在对方里；"
+             f"或者一份答案至少 {comparison.contained:.0%} 的代码整段出现在另一份里（用注释、死代码或多余的单元格"
+             f"把抄来的答案撑长，也藏不住）。比较了：{compared}。</p>"]
     if skipped:
         parts.append(f"<p>没有比较：</p><ul>{skipped}</ul>")
+    too_long = "".join(f"<li><code>{esc(g)}</code>：{'、'.join(esc(safe(s)) for s in ids)}</li>"
+                       for g, ids in comparison.too_long.items())
+    if too_long:
+        parts.append(f"<p><b>答案太长、没有比较</b>（超过 {comparison.max_chars} 个字符；请人工查看）：</p><ul>{too_long}</ul>")
     if not comparison.pairs:
         parts.append("<p>没有超过阈值的一对。</p>")
     if len(comparison.pairs) > MAX_PAIRS_SHOWN:
         parts.append(f"<p>共 {len(comparison.pairs)} 对超过阈值，这里并排显示相似度最高的 {MAX_PAIRS_SHOWN} 对；"
                      "全部见 similarity.csv。</p>")
     for i, p in enumerate(comparison.pairs[:MAX_PAIRS_SHOWN], 1):
-        kind = "两名学生" if p.kind == "students" else "学生与可见代码"
+        kind = {"students": "两名学生", "contained": "一份答案几乎整段在另一份里"}.get(p.kind, "学生与可见代码")
         b = esc(safe(p.b))
         parts.append(f"<h3>{i}. <code>{esc(p.grade_id)}</code>：{esc(safe(p.a))} 与 {b}（{kind}，相似度 {p.score:.2f}）</h3>"
                      f"<details><summary>并排查看</summary><div class='pair'><div><b>{esc(safe(p.a))}</b>"

@@ -13,6 +13,8 @@ What is never evidence of copying, and is taken out of every answer before compa
   exercise's answers, and in at least COMMON_MIN of them, is treated as release code, as MOSS's -m does.
   A small class never has one; in a large one a source copied by more than that share of the class is
   treated as the class's own idiom (the comparison with `references` still finds copies of known code).
+An answer longer than MAX_CHARS is not compared at all and is listed in `too_long` (the page names it): a cut would
+let a long comment or dead code in front of a copy push the copy out of sight.
 What is left must be long enough to tell answers apart: an answer with fewer than MIN_TOKENS fingerprinted
 characters of filtered code (copydetect's `token_coverage`) is not compared (short answers converge), and an
 exercise where (nearly) every answer is that short is listed in `skipped` with the reason.
@@ -20,7 +22,9 @@ exercise where (nearly) every answer is that short is listed in `skipped` with t
 Score of two students: min of the two directional overlaps (overlap / token_coverage of each), so both answers
 must be mostly the same code: a short answer whose lines also occur in a long one (the standard lines of an
 exercise) does not flag, and the score of an honest pair does not grow with how little one of them wrote.
-Padding a copy with dead code lowers it (the price of min; max flagged honest pairs, below).
+Padding a copy with dead code lowers it (the price of min; max flagged honest pairs, below), so a pair where at
+least CONTAINED of one answer's fingerprinted code lies inside the other is listed too (kind "contained", the score
+that share): a copy padded with dead code, broken cells or a second answer still holds all of the original.
 Score against a reference: the answer's side only (the share of the answer found in the reference), since a
 reference (the companion script, the release notebook's code) is much longer than any answer.
 
@@ -45,8 +49,10 @@ the same in every process):
 THRESHOLD 0.55: between the largest honest score (0.38) and the lowest planted one (0.69), ~0.15 from each.
 MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_score_std 29-49, split_merge_heads
 55-80 (two dictated lines: skipped); numerical_gradient 80-137, attention_backward 99-201, mha 262-468.
+CONTAINED 0.9: the largest share of an honest answer inside another is 0.58 (QKV_FUSED, above); a padded copy holds
+all of its original (1.00).
 Not caught: a copy of the companion's backward rewritten to batched axes (0.27, as honest answers are), and a
-copy padded with as much dead code again (min halves its score).
+padded copy that is also edited until less than CONTAINED of the original survives.
 """
 import ast
 import copy
@@ -75,11 +81,12 @@ copydetect.utils.hashed_kgrams = _stable_kgrams
 K = 25                 # characters of filtered code per k-gram (noise threshold)
 WIN_SIZE = 4           # winnowing window: any match of K + WIN_SIZE - 1 characters is guaranteed to be seen
 THRESHOLD = 0.55       # pairs at or above it are listed
+CONTAINED = 0.9        # ... and pairs where this share of one answer lies inside the other (padding hides nothing)
 MIN_TOKENS = 90        # fingerprinted characters an answer needs (after boilerplate) to be compared
 SHORT_SHARE = 0.2      # an exercise where fewer than this share of the answers is long enough is not compared
 COMMON_SHARE = 0.4     # a fingerprint in at least this share of an exercise's answers ...
 COMMON_MIN = 8         # ... and in at least this many of them is the class's common code, not evidence
-MAX_CHARS = 20_000     # of an answer's source, fingerprinted (the rest is ignored)
+MAX_CHARS = 100_000    # an answer's source longer than this is not compared, and listed as such (`too_long`)
 MAX_REFERENCE_CHARS = 400_000
 ROW_FIELDS = ("grade_id", "kind", "a", "b", "score")
 _NAME = "answer.py"    # copydetect picks the lexer from a file name; with language="python" it never logs
@@ -93,7 +100,7 @@ class Pair:
     score: float        # in [0, 1]
     a_source: str
     b_source: str       # a reference's source: the lines holding the matched code, "…" between them
-    kind: str           # "students" | "reference"
+    kind: str           # "students" | "contained" (one answer inside the other) | "reference"
 
 
 @dataclass
@@ -101,7 +108,10 @@ class Comparison:
     pairs: list = field(default_factory=list)       # [Pair], highest score first
     compared: dict = field(default_factory=dict)    # {grade_id: number of answers compared}
     skipped: dict = field(default_factory=dict)     # {grade_id: why it was not compared (Chinese)}
+    too_long: dict = field(default_factory=dict)    # {grade_id: [student ids whose answer exceeds MAX_CHARS]}
     threshold: float = THRESHOLD
+    contained: float = CONTAINED
+    max_chars: int = MAX_CHARS
     k: int = K
     win_size: int = WIN_SIZE
 
@@ -110,8 +120,9 @@ class Comparison:
         return [(p.grade_id, p.kind, p.a, p.b, f"{p.score:.3f}") for p in self.pairs]
 
 
-def _fingerprint(source, k, win_size, limit=MAX_CHARS):
-    """copydetect's fingerprint of `source` (never executed, only tokenised), or None: not text, blank, or untokenisable."""
+def _fingerprint(source, k, win_size, limit):
+    """copydetect's fingerprint of `source[:limit]` (never executed, only tokenised), or None: not text, blank, or
+    untokenisable."""
     if not isinstance(source, str) or not source.strip():
         return None
     try:
@@ -158,7 +169,7 @@ def _shape(line):
 def _answer_code(source, unavoidable):
     """The answer without the lines every student has: import lines and the lines shaped like the release
     cell's own code lines (its signatures with parameters renamed too)."""
-    return "\n".join(line for line in source[:MAX_CHARS].splitlines()
+    return "\n".join(line for line in source.splitlines()
                      if not _IMPORT.match(line) and _shape(line) not in unavoidable)
 
 
@@ -177,7 +188,7 @@ def _answer_fingerprint(source, release, k, win_size):
     """The fingerprint of an answer without its imports, the release cell's lines and the release cell's k-grams."""
     if not isinstance(source, str):
         return None
-    fp = _fingerprint(_answer_code(source, release[1]), k, win_size)
+    fp = _fingerprint(_answer_code(source, release[1]), k, win_size, MAX_CHARS)
     return None if fp is None else _without(fp, release[0])
 
 
@@ -253,11 +264,15 @@ def _common_hashes(fps):
 
 
 def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens, k, win_size):
-    """(pairs, number compared, or None and why not) for one exercise."""
+    """(pairs, number compared or None, students whose answer is too long to compare, None or why the exercise
+    was not compared) for one exercise."""
     release = _release(stub, k)
     stub_hashes = release[0]
-    answered, seen = {}, {}
+    answered, seen, too_long = {}, {}, []
     for student, source in answers.items():
+        if isinstance(source, str) and len(source) > MAX_CHARS:  # never cut: what lies past a cut would hide
+            too_long.append(student)
+            continue
         key = source if isinstance(source, str) else None
         if key not in seen:                 # identical answers (copies, untouched stubs) are fingerprinted once
             seen[key] = _answer_fingerprint(source, release, k, win_size)
@@ -265,26 +280,27 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
         if fp is not None and fp.token_coverage > 0:
             answered[student] = fp
     if not answered:
-        return [], None, "没有可比较的答案：都是空的、只有发布版的代码，或无法分词"
+        return [], None, too_long, "没有可比较的答案：都是空的、只有发布版的代码，或无法分词"
     common = _common_hashes(list(answered.values()))
     if common:
         answered = {s: _without(fp, common) for s, fp in answered.items()}
     long = sorted(s for s, fp in answered.items() if fp.token_coverage >= min_tokens)
     if not long or len(long) < SHORT_SHARE * len(answered):
-        return [], None, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
+        return [], None, too_long, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
                           f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
     fps = [answered[s] for s in long]
     pairs = []
     occ = _shared_occurrences(fps)
     coverage = np.array([fp.token_coverage for fp in fps])
     bound = np.minimum(1.0, occ * k / coverage[:, None])          # bound[a, b] >= share of a found in b
-    candidates = np.argwhere(np.triu(np.minimum(bound, bound.T) >= threshold, 1))
+    candidates = np.argwhere(np.triu((np.minimum(bound, bound.T) >= threshold) | (np.maximum(bound, bound.T) >= CONTAINED), 1))
     for i, j in candidates:
         sa, sb, _ = _similarities(fps[i], fps[j])
-        score = min(sa, sb)
-        if score >= threshold:
-            a, b = long[i], long[j]
-            pairs.append(Pair(grade_id, a, b, score, answers[a], answers[b], "students"))
+        a, b = long[i], long[j]
+        if min(sa, sb) >= threshold:
+            pairs.append(Pair(grade_id, a, b, min(sa, sb), answers[a], answers[b], "students"))
+        elif max(sa, sb) >= CONTAINED:
+            pairs.append(Pair(grade_id, a, b, max(sa, sb), answers[a], answers[b], "contained"))
     for label, (ref_source, ref_fp) in references.items():
         ref = _without(ref_fp, stub_hashes | common)
         for s, fp in zip(long, fps):
@@ -294,7 +310,7 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
             if sa >= threshold:
                 pairs.append(Pair(grade_id, s, label, sa, answers[s], _excerpt(ref_source[:MAX_REFERENCE_CHARS], slices),
                                   "reference"))
-    return pairs, len(long), None
+    return pairs, len(long), too_long, None
 
 
 def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens=MIN_TOKENS, k=K, win_size=WIN_SIZE):
@@ -303,7 +319,8 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
     answers:     {grade_id: {student_id: source of the student's answer cell(s)}}; untrusted text, only tokenised
     boilerplate: {grade_id: the release's own cell source for the exercise}
     references:  {label: source} of code students can see; every compared answer is checked against each
-    Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why.
+    Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why;
+    the answers too long to compare, by exercise.
     """
     refs = {}
     for label, source in (references or {}).items():
@@ -312,9 +329,11 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
             refs[str(label)] = (source, fp)
     result = Comparison(threshold=threshold, k=k, win_size=win_size)
     for grade_id, by_student in answers.items():
-        pairs, n, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
+        pairs, n, too_long, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
                                           refs, threshold, min_tokens, k, win_size)
         result.pairs += pairs
+        if too_long:
+            result.too_long[grade_id] = sorted(too_long)
         if why is None:
             result.compared[grade_id] = n
         else:

@@ -6,6 +6,7 @@ import csv
 import html.parser
 import subprocess
 import sys
+import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def test_the_page_runs_nothing_and_links_only_feedback_pages(run):
     parser = Inert()
     parser.feed(page)
     assert parser.live == []
+    assert not [ch for ch in page if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\n\t"]
+    assert "\\x1b[1m\\u202e" in page                       # feng_rui's comment, shown escaped
     assert parser.links, "no student is linked to a feedback page"
     for link in parser.links:
         assert link.startswith("feedback/") and (run / link).is_file(), link

@@ -42,16 +42,18 @@ def test_a_wrong_answer_is_described_when_no_known_bug_matches():
     want = g.normal(size=(4, 4))
     cases = {
         "全是 0": np.zeros_like(want),
-        "每个元素都等于 0.25": np.full_like(want, 0.25),
+        "每个元素都相同，没有随输入变化（都等于 0.25）": np.full_like(want, 0.25),
         "转置": want.T,
         "0.125 倍": want / 8,
-        "1 / 16 个元素不对，第一个在下标 [2, 3]": np.where(np.arange(16).reshape(4, 4) == 11, 7.0, want),
+        "只有少数元素不对（1 / 16 个），第一个在下标 [2, 3]": np.where(np.arange(16).reshape(4, 4) == 11, 7.0, want),
     }
     for expected, got in cases.items():
         verdict = _verdict_for(got, want)
         assert not verdict.passed and expected in verdict.message, (expected, verdict.message)
+        (key, label), = verdict.mistakes          # the class report's row: the error's shape, not its values
+        assert key is None and label in verdict.message and not any(v in label for v in ("0.25", "0.125", "16", "[2, 3]")), label
     plain = _verdict_for(want + g.normal(size=want.shape), want)
-    assert not plain.passed and plain.message.startswith("【t】`y` 的数值与参考答案不一致。")
+    assert not plain.passed and plain.message.startswith("【t】`y` 的数值与参考答案不一致。") and plain.mistakes == ()
     assert _verdict_for(want.copy(), want).passed
 
 
@@ -151,7 +153,7 @@ def test_a_hidden_verdict_names_the_mistake_and_where_without_values():
         single = _verdict_for(one_wrong, want).message
         count = _two_outputs(1.0, 2.0).message
     assert "只差一个常数因子" in scaled and "0.125" not in scaled
-    assert "每个元素都相等" in constant and "0.25" not in constant
+    assert "每个元素都相同" in constant and "0.25" not in constant
     assert "第一个在下标 [2, 3]" in single and "出错的输出：`y`，形状 (4, 4)，第一个不一致的位置：下标 [2, 3]" in single
     assert "ASYM-BUG" in count and "出错的输出：`asym`" in count
     for message in (scaled, constant, single, count):

@@ -76,7 +76,7 @@ def test_buggy_answers_lose_points(grade_id, src, diagnosis):
         assert_diagnosis_as_data(grade_id, v)
 
 
-GENERIC = ("的形状不对", "数值与参考答案不一致", "的数值不对", "你的代码抛出了异常", "出现了 NaN")
+GENERIC = ("的形状不对", "的数值与参考答案不一致。", "的数值不对。", "你的代码抛出了异常", "出现了 NaN")
 
 
 def assert_diagnosis_as_data(grade_id, verdict):

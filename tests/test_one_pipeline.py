@@ -4,8 +4,11 @@ render the same submissions the same way: same scores per test cell, same notes,
 for every notebook. The class holds what used to stop nbgrader (a duplicated answer cell, test cells
 that lost their flag or were renamed, an SVG attachment) and text that used to stop the run."""
 import copy
+import html
 import json
 import os
+import re
+from urllib.parse import unquote
 
 import nbformat
 import pytest
@@ -167,6 +170,9 @@ def test_both_paths_give_the_same_class_report(graded, tmp_path):
     for name in ("diagnoses.csv", "exercise_stats.csv", "similarity.csv"):
         assert (tmp_path / name).read_text(encoding="utf-8") == (runs["command"].root / name).read_text(encoding="utf-8"), name
     assert "no_norm" in (tmp_path / "diagnoses.csv").read_text(encoding="utf-8")
+    links = [unquote(html.unescape(h)) for h in re.findall(r'href="([^"]+)"', (tmp_path / "report.html").read_text(encoding="utf-8"))]
+    assert links and all((tmp_path / link).resolve().is_file() for link in links), links   # feedback pages beside it
+    assert any(link.endswith(f"no_norm/{ASSIGNMENT}/{gc.NB}.html") for link in links), links
 
 
 def test_student_text_forges_no_line_in_the_csv_or_the_log(graded):

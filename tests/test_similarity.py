@@ -129,15 +129,34 @@ def test_pairs_are_ranked_highest_first_and_rows_are_csv_ready():
 
 
 def test_untrusted_sources_never_raise_nor_print(capsys, caplog):
-    huge = v04.MHA_LOOP + "\n# " + "x" * 1_000_000 + "\n" + v04.MHA_PERMUTE   # PERMUTE lies past MAX_CHARS
+    huge = v04.MHA_LOOP + "\n# " + "x" * 1_000_000 + "\n" + v04.MHA_PERMUTE
     answers = {"loop": v04.MHA_LOOP, "nul": v04.MHA_LOOP.replace("heads", "he\x00ads"), "syntax": "def (((:\n  ]]] '''\n" * 50,
                "huge": huge, "none": None, "bytes": b"import os", "blank1": "   \n\t", "blank2": "   \n\t",
                "empty1": "", "empty2": "", "ok": v04.MHA_EINSUM, "tabs": "\t\x0b\x0c\r\n" * 100}
     result = similarity.compare({"mha": answers}, STUBS, {"bad ref": "\x00" * 100, "none": None})
     flagged = {p.a for p in result.pairs} | {p.b for p in result.pairs}
     assert not flagged & {"blank1", "blank2", "empty1", "empty2", "none", "bytes"}
-    assert ("huge", "loop") in {(p.a, p.b) for p in result.pairs}    # the first MAX_CHARS characters count, only them
+    assert "huge" not in flagged and result.too_long == {"mha": ["huge"]}
     assert capsys.readouterr() == ("", "") and caplog.records == []
+
+
+@pytest.mark.parametrize("padding", ["# " + "注释" * 10_000 + "\n", '"""' + "x" * 30_000 + '"""\n',
+                                     "_ = [i for i in range(3)]\n" * 1_000, "(" * 5_000 + "\n",
+                                     v04.MHA_EINSUM.replace("class ", "class Other") + "\n"])
+def test_padding_does_not_hide_a_copy(padding):
+    """Comments, a docstring, dead code, a broken cell or a second answer in front of a copy: still listed."""
+    result = similarity.compare(honest_class(padding + renamed(v04.MHA_LOOP)), STUBS, {})
+    pairs = {frozenset((p.a, p.b)): p for p in result.pairs}
+    assert frozenset(("copier", "s3")) in pairs and result.too_long == {}
+    assert pairs[frozenset(("copier", "s3"))].kind in ("students", "contained")
+    assert {p.kind for p in result.pairs} <= {"students", "contained"}
+    assert all("copier" in (p.a, p.b) for p in result.pairs)      # honest pairs stay unlisted
+
+
+def test_an_answer_too_long_to_compare_is_listed_not_cut():
+    answers = honest_class("# " + "x" * similarity.MAX_CHARS + "\n" + v04.MHA_LOOP)["mha"]
+    result = similarity.compare({"mha": answers}, STUBS, {})
+    assert result.too_long == {"mha": ["copier"]} and result.compared == {"mha": len(HONEST_MHA)}
 
 
 def test_a_class_of_300_finishes():

@@ -112,7 +112,8 @@ def disguise(src):
         out.append(line.replace(", ", ",  ", 1) if i % 3 == 1 else line)
     head = src.split(mha_styles.FORWARD_SIG, 1)[0].replace("        super().__init__()\n",
                                                             "        super().__init__()  # 初始化父类\n")
-    return head + mha_styles.FORWARD_SIG + "        # 按头拆开\n" + "\n".join(out) + "\n"
+    # a comment with a terminal escape and a right-to-left override: the report shows them escaped
+    return head + mha_styles.FORWARD_SIG + "        # 按头拆开 \x1b[1m\u202e\n" + "\n".join(out) + "\n"
 
 
 # public check passes, hidden fails: the hidden check's per-head masks (B, h, T, T), and bias=False runs

@@ -98,6 +98,13 @@ class Named(str):
         named.mistakes = tuple(("/".join(k for k in ks if k) or None, message) for message, ks in keys.items())
         return named
 
+    @classmethod
+    def labelled(cls, message, label):
+        """A message whose mistake is `label` (a fixed part of it, without the values it shows)."""
+        named = cls(message)
+        named.mistakes = ((None, label),)
+        return named
+
 
 def named_check(verdict):
     """A failure found by one of an exercise's own checks (a gate, flag, extra, recognised error, inputs
@@ -272,6 +279,7 @@ class Output:
                 msg = "结果里出现了 NaN 或 inf。"
             else:
                 msg = describe_mismatch(self.key, g, w, rtol, atol)
+                mistakes = getattr(msg, "mistakes", ())
         if _HIDDEN.get():
             return fail(f"【{stage}】{msg}", shown="", where=self.locate(case, got, want), mistakes=mistakes)
         shown = self.render(case, want, got) if self.render else _want_got(self.key, want, got, case, ex.show)
@@ -393,7 +401,7 @@ class Number(Output):
                         mistakes=mistakes)
 
         if isinstance(got, str) or got is None:
-            return fail_at(f"`{self.key}` 应当是一个数，得到类型 {type_name}。")
+            return fail_at(f"`{self.key}` 应当是一个数，得到类型 {type_name}。", ((None, f"`{self.key}` 应当是一个数"),))
         if not self._same(got, want):
             own = self.diagnoses if self.diagnoses is not None else diagnoses
             named = Named.of((bug_key(bug), m) for m, bug in own if _near(got, _answer_or_none(bug, case)))
@@ -411,9 +419,10 @@ class Number(Output):
         if self.kind == "int" and not _is_int_type(type_name):
             return fail_at(f"数值对了，但类型是 {type_name}。{self.type_note}", (("type", f"`{self.key}` 应返回整数 int"),))
         if self.kind == "float" and not (_is_float_type(type_name) or _is_int_type(type_name)):
-            return fail_at(f"`{self.key}` 应返回 float，得到类型 {type_name}。")
+            return fail_at(f"`{self.key}` 应返回 float，得到类型 {type_name}。", ((None, f"`{self.key}` 应返回 float"),))
         if self.bounds and not self.bounds[0] <= _as_float(got) <= self.bounds[1]:
-            return fail_at(f"{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间。")
+            bounds = f"{self.name or self.key}应在 [{self.bounds[0]:g}, {self.bounds[1]:g}] 之间"
+            return fail_at(bounds + "。", ((None, bounds),))
         return None
 
     def _same(self, got, want):
@@ -515,25 +524,31 @@ def consistent(ex, cases, results):
 
 
 def describe_mismatch(key, got, exp, rtol, atol):
-    """What a wrong numeric answer looks like, when no known bug of the exercise matches it."""
+    """What a wrong numeric answer looks like, when no known bug of the exercise matches it: a `Named`
+    whose mistake is the shape of the error (its values left out), or the plain generic message."""
     head = f"`{key}` 的数值与参考答案不一致"
     if got.dtype.kind not in "fiu" or exp.dtype.kind not in "fiu" or got.size == 0:
         return head + "。"
     got, exp = got.astype(float), exp.astype(float)
+
+    def shaped(label, detail):
+        return Named.labelled(f"{head}：{label}{detail}", f"{head}：{label}")
+
     if not np.any(got) and np.any(exp):
-        return head + "：你的结果全是 0——是不是返回了占位的 zeros，或者没有把算出的值写回去？"
+        return shaped("你的结果全是 0", "——是不是返回了占位的 zeros，或者没有把算出的值写回去？")
     if got.size > 1 and np.ptp(got) == 0 and np.ptp(exp) > 0:
-        return head + "：你的结果每个元素都" + shown_only_public(f"等于 {got.flat[0]:.4g}", "相等") + "，没有随输入变化。"
+        return shaped("你的结果每个元素都相同，没有随输入变化", shown_only_public(f"（都等于 {got.flat[0]:.4g}）") + "。")
     if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and close(np.swapaxes(got, -1, -2), exp, rtol, atol):
-        return head + "：它正好是参考答案的转置——检查哪一维是 query（行）、哪一维是 key（列）。"
+        return shaped("它正好是参考答案的转置", "——检查哪一维是 query（行）、哪一维是 key（列）。")
     scale = float(np.vdot(got, exp) / np.vdot(exp, exp)) if np.any(exp) else 0.0
     if scale != 0 and not np.isclose(scale, 1) and close(got, scale * exp, max(rtol, 1e-5), atol):
-        return head + shown_only_public(f"：它是参考答案的 {scale:.4g} 倍，只差一个常数因子", "：它和参考答案只差一个常数因子") \
-            + "——检查缩放（如 1/√d_k）或归一化。"
+        return shaped("它和参考答案只差一个常数因子",
+                      shown_only_public(f"（是参考答案的 {scale:.4g} 倍）") + "——检查缩放（如 1/√d_k）或归一化。")
     wrong = ~np.isclose(got, exp, rtol=rtol, atol=atol)
     if 0 < wrong.sum() <= max(1, wrong.size // 4):
         first = tuple(int(i) for i in np.argwhere(wrong)[0])
-        return head + f"：{int(wrong.sum())} / {wrong.size} 个元素不对，第一个在下标 {list(first)}；其余都对——看看边界或特殊位置。"
+        return shaped("只有少数元素不对", f"（{int(wrong.sum())} / {wrong.size} 个），第一个在下标 {list(first)}；"
+                                         "其余都对——看看边界或特殊位置。")
     return head + "。"
 
 

@@ -30,7 +30,15 @@ CONVERGENT = {"numerical_gradient": "中心差分梯度几乎只有一种写法�
 
 
 def compare_answers(data):
-    answers = {gid: by_student for gid, by_student in data.answers.items() if gid not in CONVERGENT}
+    """Each answer, with what it uses from the student's other answer cells of its notebook, compared."""
+    expanded = {}
+    for name in data.notebooks:
+        gids = [ex.grade_id for ex in data.exercises if ex.notebook == name]
+        for student in data.students:
+            cells = {gid: data.answers[gid][student] for gid in gids if student in data.answers.get(gid, {})}
+            for gid, src in similarity.with_helpers(cells).items():
+                expanded.setdefault(gid, {})[student] = src
+    answers = {gid: by_student for gid, by_student in expanded.items() if gid not in CONVERGENT}
     comparison = similarity.compare(answers, data.stubs, data.references)
     comparison.skipped.update({gid: why for gid, why in CONVERGENT.items() if gid in data.answers})
     return comparison

@@ -102,7 +102,7 @@ def _glance(data, stats, comparison):
     common = sorted(((m, s) for s in stats for m in s.mistakes), key=lambda ms: (-len(ms[0].students), ms[0].text))[:3]
     for m, s in common:
         who = "、".join(student_link(data, x, s.notebook) for x in m.students)
-        lines.append(f"常见错误（{esc(s.grade_id)}，{len(m.students)} 人）：{esc(m.text)} —— {who}")
+        lines.append(f"常见错误（{esc(s.grade_id)}，{len(m.students)} 人）：{esc(safe(m.text))} —— {who}")
     if comparison is not None:
         lines.append(f"看起来相似、待复核的答案：{len(comparison.pairs)} 对（不影响分数）")
     return "<div class='glance'><ul>" + "".join(f"<li>{x}</li>" for x in lines) + "</ul></div>"
@@ -151,7 +151,7 @@ def _mistakes(data, stats):
         for m in s.mistakes:
             who = "、".join(student_link(data, x, s.notebook) for x in m.students)
             key = f"<code>{esc(m.key)}</code>" if m.key else ""
-            rows.append(f"<tr><td>{esc(m.text)}</td><td>{key}</td><td class=num>{len(m.students)}</td>"
+            rows.append(f"<tr><td>{esc(safe(m.text))}</td><td>{key}</td><td class=num>{len(m.students)}</td>"
                         f"<td class=num>{pct(len(m.students) / s.students)}</td><td>{who}</td></tr>")
         for label, who_list in ((st.UNRECOGNISED, s.unrecognised), (st.UNANSWERED, s.unanswered)):
             if who_list:

@@ -13,6 +13,9 @@ What is never evidence of copying, and is taken out of every answer before compa
   exercise's answers, and in at least COMMON_MIN of them, is treated as release code, as MOSS's -m does.
   A small class never has one; in a large one a source copied by more than that share of the class is
   treated as the class's own idiom (the comparison with `references` still finds copies of known code).
+An answer is compared with what it uses from the student's other answer cells of the notebook (`with_helpers`: a
+base class or helper moved into another exercise's cell comes along), and string literals holding code that defines
+a function or class (what `exec` would run) are fingerprinted as code.
 An answer longer than MAX_CHARS is not compared at all and is listed in `too_long` (the page names it): a cut would
 let a long comment or dead code in front of a copy push the copy out of sight.
 What is left must be long enough to tell answers apart: an answer with fewer than MIN_TOKENS fingerprinted
@@ -166,11 +169,76 @@ def _shape(line):
     return re.sub(r"\s+", "", _NAME_RE.sub(lambda m: m.group() if keyword.iskeyword(m.group()) else "V", line))
 
 
+def _code_in_strings(source):
+    """The string literals of `source` that are code defining a function or class (what `exec` would run):
+    the filter would make each one token, S."""
+    tree = _parsed(source)
+    out = []
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
+            inner = _parsed(node.value)
+            if inner and any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in ast.walk(inner)):
+                out.append(node.value)
+    return out
+
+
 def _answer_code(source, unavoidable):
-    """The answer without the lines every student has: import lines and the lines shaped like the release
-    cell's own code lines (its signatures with parameters renamed too)."""
-    return "\n".join(line for line in source.splitlines()
+    """The answer without the lines every student has (import lines and the lines shaped like the release
+    cell's own code lines: its signatures with parameters renamed too), and with the code its strings hold."""
+    return "\n".join(line for line in "\n\n".join([source, *_code_in_strings(source)]).splitlines()
                      if not _IMPORT.match(line) and _shape(line) not in unavoidable)
+
+
+def _parsed(source):
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _definitions(source):
+    """{name: source of the top-level statement binding it} of one answer cell (defs, classes, assignments)."""
+    tree = _parsed(source)
+    out = {}
+    for node in tree.body if tree else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        else:
+            continue
+        segment = ast.get_source_segment(source, node) or ""
+        for name in names:
+            out.setdefault(name, segment)
+    return out
+
+
+def _used_names(source):
+    tree = _parsed(source)
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} if tree else set()
+
+
+def with_helpers(cells):
+    """{grade_id: answer} of one student's notebook, each answer followed by what it uses from the other
+    answer cells (a base class, a helper function, an alias, and what those use in turn): a copy moved into
+    another exercise's cell is compared where it is used."""
+    defined = {gid: _definitions(src) for gid, src in cells.items()}
+    out = {}
+    for gid, src in cells.items():
+        elsewhere = {name: seg for other, defs in defined.items() if other != gid for name, seg in defs.items()}
+        own, added, todo = set(defined[gid]), [], _used_names(src)
+        seen = set()
+        while todo:
+            name = todo.pop()
+            if name in seen or name in own or name not in elsewhere:
+                continue
+            seen.add(name)
+            if elsewhere[name] not in added:
+                added.append(elsewhere[name])
+                todo |= _used_names(elsewhere[name])
+        out[gid] = "\n\n".join([src, *added])
+    return out
 
 
 def _kgram_hashes(source, k):
@@ -181,7 +249,7 @@ def _kgram_hashes(source, k):
 
 def _release(stub, k):
     """(every k-gram hash of the release cell, its code lines) for one exercise."""
-    return (_kgram_hashes(stub, k) if stub else set()), stub_lines(stub)
+    return (_kgram_hashes("\n\n".join([stub, *_code_in_strings(stub)]), k) if stub else set()), stub_lines(stub)
 
 
 def _answer_fingerprint(source, release, k, win_size):

@@ -30,9 +30,10 @@ def _load_variants():
 VARIANTS = _load_variants()
 
 
-def verdicts(src, grade_id, checks=(False, True)):
-    """The verdicts of the public and the hidden check (seed 0), or of the `checks` given (hidden: True)."""
-    ns = {"__name__": "__main__"}
+def verdicts(src, grade_id, checks=(False, True), ns=None):
+    """The verdicts of the public and the hidden check (seed 0), or of the `checks` given (hidden: True);
+    `ns`: a namespace the answer already ran in."""
+    ns = {"__name__": "__main__"} if ns is None else ns
     try:
         exec(compile(src, "<answer cell>", "exec"), ns)
     except NotImplementedError:
@@ -183,3 +184,43 @@ def every_name_asked_for_has_an_answer():
     judge.UNKNOWN_NAMES.clear()
     yield
     assert not judge.UNKNOWN_NAMES, sorted(judge.UNKNOWN_NAMES)
+
+
+REBIND_THE_WATCH = '''
+import contextlib, importlib, math
+import torch
+_t = importlib.import_module("w1d1_" + "student.drivers.torch_calls")
+
+
+@contextlib.contextmanager
+def _blind(needles, seen, operators=False):
+    seen("scaled_dot_product_attention", (), {})
+    yield
+
+
+_t.watching = _blind
+
+
+def sdpa_attention(q, k, v, mask=None, is_causal=False, dropout_p=0.0, training=False):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(mask, float("-inf"))
+    if is_causal:
+        s = s.masked_fill(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+'''
+
+
+def test_rebinding_a_watch_before_the_first_check_blinds_no_driver():
+    """In a fresh process the student's cell reaches torch_calls before any check has imported a
+    driver; the drivers come with the package, so they hold the real watch already."""
+    import subprocess
+    import sys
+
+    probe = (f"ns = {{'__name__': '__main__'}}\nexec({REBIND_THE_WATCH!r}, ns)\n"
+             "from tests.test_mutations import verdicts\n"
+             "print([v.message.split(chr(10))[0] for v in verdicts('', 'sdpa_attention', ns=ns) if not v.passed][0])")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "没有调用 F.scaled_dot_product_attention" in out.stdout, out.stdout

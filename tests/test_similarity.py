@@ -153,6 +153,38 @@ def test_padding_does_not_hide_a_copy(padding):
     assert all("copier" in (p.a, p.b) for p in result.pairs)      # honest pairs stay unlisted
 
 
+def test_a_copy_moved_into_another_exercises_cell_is_compared_where_it_is_used():
+    copier = {"split_merge_heads": renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", "class _Base"),
+              "mha": "class MultiHeadAttention(_Base):\n    pass\n"}
+    answers = honest_class(similarity.with_helpers(copier)["mha"])
+    assert ("copier", "s3") in {(p.a, p.b) for p in similarity.compare(answers, STUBS, {}).pairs} | \
+        {(p.b, p.a) for p in similarity.compare(answers, STUBS, {}).pairs}
+    assert similarity.with_helpers({"a": "def f():\n    return g()\n", "b": "def g():\n    return h\n",
+                                    "c": "h = 1\nunused = 2\n"})["a"] == "def f():\n    return g()\n\n\ndef g():\n    return h\n\nh = 1"
+
+
+def test_the_class_report_compares_each_answer_with_its_helpers():
+    from types import SimpleNamespace
+
+    from autograder import class_report
+    from autograder.class_data import Exercise
+
+    mha = honest_class("class MultiHeadAttention(_Base):\n    pass\n")["mha"]
+    split = {"copier": renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", "class _Base")}
+    data = SimpleNamespace(notebooks=["04_multihead"], students=sorted(mha), stubs=STUBS, references={},
+                           exercises=[Exercise(g, "04_multihead", (f"test_{g}", 1), (f"test_{g}__hidden", 1))
+                                      for g in ("split_merge_heads", "mha")],
+                           answers={"mha": mha, "split_merge_heads": split})
+    pairs = class_report.compare_answers(data).pairs
+    assert {(p.grade_id, frozenset((p.a, p.b))) for p in pairs} == {("mha", frozenset(("copier", "s3")))}
+
+
+def test_a_copy_run_from_a_string_is_compared_as_code():
+    answers = honest_class("MultiHeadAttention = None\nexec(" + repr(renamed(v04.MHA_LOOP)) + ")\n")
+    pairs = {frozenset((p.a, p.b)) for p in similarity.compare(answers, STUBS, {}).pairs}
+    assert pairs == {frozenset(("copier", "s3"))}
+
+
 def test_an_answer_too_long_to_compare_is_listed_not_cut():
     answers = honest_class("# " + "x" * similarity.MAX_CHARS + "\n" + v04.MHA_LOOP)["mha"]
     result = similarity.compare({"mha": answers}, STUBS, {})

@@ -120,8 +120,10 @@ def _structure(case, out):
     kinds = out.get("linear_kinds") or {}
     absent = [n for n in ("W_q", "W_k", "W_v", "W_o") if kinds.get(n) != "Linear"]
     if absent:
-        return fail(f"【{stage}】{', '.join(absent)} 不是 nn.Linear 属性（得到：{kinds}）。"
-                    "__init__ 要创建 self.W_q、self.W_k、self.W_v、self.W_o = nn.Linear(d_model, d_model, bias=bias)。")
+        # what the student's code named stays off the first line (the mistake the class report counts)
+        return fail(f"【{stage}】{', '.join(absent)} 不是 nn.Linear 属性。"
+                    "__init__ 要创建 self.W_q、self.W_k、self.W_v、self.W_o = nn.Linear(d_model, d_model, bias=bias)。"
+                    f"\n得到：{kinds}")
     if out.get("d_model") != d or out.get("n_heads") != h:
         return fail(f"【{stage}】要在 __init__ 里保存 self.d_model = {d}、self.n_heads = {h}；"
                     f"得到 d_model={out.get('d_model')}, n_heads={out.get('n_heads')}。")
@@ -136,7 +138,7 @@ def _structure(case, out):
             hint = "bias=True 时四个 nn.Linear 都要有偏置：把 bias 参数传给 nn.Linear。"
         else:
             hint = "只能有四个 nn.Linear（W_q、W_k、W_v、W_o）的参数，不要有别的参数。"
-        return fail(f"【{stage}】参数名不对：多了 {extra or '无'}，少了 {lacking or '无'}。{hint}")
+        return fail(f"【{stage}】参数名不对：{hint}\n多了 {extra or '无'}，少了 {lacking or '无'}。")
     count = 4 * d * d + (4 * d if bias else 0)
     if out.get("param_count") != count:
         formula = "4d²+4d" if bias else "4d²"

@@ -17,7 +17,7 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
 
 from . import forbidden_calls, provenance
-from .judge import judge_payload
+from .checks import judge_payload
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
@@ -164,7 +164,7 @@ class SandboxedExecute(Execute):
         if not calls:
             return None
         if self._case_data is None:
-            from .judge import case_file_data
+            from .checks import case_file_data
 
             self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
         wanted = {}

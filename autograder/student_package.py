@@ -17,8 +17,8 @@ from pathlib import Path
 from w1d1_student import registry
 from w1d1_student.runner import PUBLIC_DATA
 
+from .checks import answered, as_data, make_cases
 from .course import REPO
-from .judge import answered, as_data, make_cases
 
 STUDENT_SRC = REPO / "student"
 TOP_LEVEL_MODULES = (REPO / "solutions" / "w1d1" / "w1d1_viz.py", REPO / "solutions" / "w1d1" / "w1day1_checks.py")

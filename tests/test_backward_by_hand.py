@@ -13,8 +13,8 @@ from w1d1_student import wire
 from w1d1_student.drivers.torch_calls import AutogradUse
 from w1d1_student.runner import run_cases
 
+from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from autograder.judge import judge_payload, make_cases
 from tests.entry_points import ENTRY_POINTS, grade_both
 from tests.variants import nb02_scaled_dot_product as v02
 

@@ -15,7 +15,8 @@ from w1d1_student import registry, wire
 from w1d1_student.runner import run_cases
 
 import tests.variants as variants_pkg
-from autograder.judge import judge_payload, make_cases
+from autograder.checks import judge_payload, make_cases
+from autograder.exercises import ANSWERS
 
 STUB = "# 你的代码\nraise NotImplementedError()"
 
@@ -83,7 +84,7 @@ GENERIC = ("的形状不对", "的数值与参考答案不一致。", "的数值
 def assert_diagnosis_as_data(grade_id, verdict):
     """The verdict's data says what its message says: the stage it starts with, each named mistake
     (a keyed one is a bug the answer key reproduces); only a generic failure names none."""
-    table = importlib.import_module(f"autograder.judge.{registry.topic(grade_id)}").ORACLES[grade_id]
+    table = ANSWERS[grade_id]
     if verdict.message.startswith("【"):
         assert verdict.message.startswith(f"【{verdict.stage}】"), (verdict.stage, verdict.message)
     for key, text in verdict.mistakes:
@@ -179,11 +180,11 @@ def test_the_self_attention_check_leaves_the_students_softmax_as_it_was():
 def every_name_asked_for_has_an_answer():
     """Across the whole mutation suite, a verdict table asks the answer key only for names it holds (the
     key treats an unknown name as a bug that does not apply: a misspelt name would silently name nothing)."""
-    from autograder import judge
+    from autograder import checks
 
-    judge.UNKNOWN_NAMES.clear()
+    checks.UNKNOWN_NAMES.clear()
     yield
-    assert not judge.UNKNOWN_NAMES, sorted(judge.UNKNOWN_NAMES)
+    assert not checks.UNKNOWN_NAMES, sorted(checks.UNKNOWN_NAMES)
 
 
 REBIND_THE_WATCH = '''

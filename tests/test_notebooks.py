@@ -11,8 +11,8 @@ import pytest
 from nbclient import NotebookClient
 from w1d1_student.runner import CASES_ENV
 
+from autograder.checks import case_file_data
 from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR, available_notebooks
-from autograder.judge import case_file_data
 from autograder.nbgrader_plugins import check_calls
 from tests.explorer_calls import explorer_calls
 

@@ -30,5 +30,5 @@ def test_every_exercise_has_driver_cases_answers_and_judge():
         topic = registry.topic(gid)
         assert registry.driver(gid).names, gid
         assert callable(registry.judge(gid)), gid
-        assert gid in importlib.import_module(f"autograder.cases.{topic}").CASES, gid
-        assert gid in importlib.import_module(f"autograder.judge.{topic}").ORACLES, gid
+        module = importlib.import_module(f"autograder.exercises.{topic}")
+        assert gid in module.CASES and gid in module.ANSWERS, gid

@@ -28,8 +28,8 @@ import pytest
 from nbclient import NotebookClient
 from w1d1_student import registry, wire
 
+from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR, available_notebooks
-from autograder.judge import judge_payload, make_cases
 from autograder.student_package import build
 from tests.test_mutations import VARIANTS
 
@@ -61,7 +61,7 @@ def _solution_blocks():
 
 def _grader_functions():
     names = set()
-    for path in list((REPO / "autograder" / "judge").glob("*.py")) + list((REPO / "autograder" / "cases").glob("*.py")):
+    for path in list((REPO / "autograder" / "exercises").glob("*.py")) + [REPO / "autograder" / "checks.py"]:
         names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
     return names - {"__init__", "__getitem__", "__iter__", "__len__"}
 

@@ -2,7 +2,7 @@
 
 Everything else derives from it: the driver and the judge of an exercise live in the modules named
 after its notebook (`drivers/nb03_masks.py`, `judges/nb03_masks.py`, and on the grader side
-`autograder/cases/nb03_masks.py`, `autograder/judge/nb03_masks.py`).
+`autograder/exercises/nb03_masks.py`: cases and answer key).
 """
 import importlib
 

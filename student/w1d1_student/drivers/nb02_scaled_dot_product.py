@@ -16,6 +16,7 @@ import functools
 
 import numpy as np
 
+from ..case_inputs import make_f
 from ..driver import Driver, dtype_name, lookup, to_numpy
 from .nb04_multihead import _threads_started
 from .torch_calls import AutogradUse
@@ -94,21 +95,6 @@ def _run_backward(ns, case, forward, backward):
     res = {"Y": to_numpy(Y), "dQ": to_numpy(grads[0]), "dK": to_numpy(grads[1]), "dV": to_numpy(grads[2]),
            "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
     return res
-
-
-def make_f(case):
-    """The scalar test function of a numerical_gradient case (plain numpy, no reference)."""
-    kind, p = case["kind"], case["params"]
-    if kind == "cubic":  # Σ c x³ + Σ x_i x_{i+1}: curved and coupled
-        return lambda x: float(np.sum(p["c"] * x**3) + np.sum(x.ravel()[:-1] * x.ravel()[1:]))
-    if kind == "tanh":  # Σ C ⊙ tanh(X W)
-        return lambda x: float(np.sum(p["C"] * np.tanh(x @ p["W"])))
-    if kind == "exp":  # Σ c exp(a x) + ½(Σx)²: the central difference depends visibly on eps
-        return lambda x: float(np.sum(p["c"] * np.exp(p["a"] * x)) + 0.5 * np.sum(x) ** 2)
-    if kind == "quad":  # ½ xᵀ M x + bᵀ x on the flattened array, plus a product term
-        return lambda x: float(0.5 * x.ravel() @ p["M"] @ x.ravel() + p["b"] @ x.ravel()
-                               + np.prod(np.cos(x.ravel()[:3])))
-    raise ValueError(kind)
 
 
 def _call_numgrad(ns, case):

@@ -6,6 +6,7 @@ tensor as its first differing sample.
 """
 import numpy as np
 
+from ..case_inputs import ms_inputs
 from ..engine import Exercise, Output, close, fail, fmt, known, raised, shown_only_public
 
 INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
@@ -141,15 +142,6 @@ def _grad_tol(c):
     return tuple(10 * t for t in _tol(c))
 
 
-def _rounded(c, key):
-    return c[key].astype(c["dtype"]).astype(np.float64)
-
-
-def ms_inputs(c):
-    s = _rounded(c, "scores")
-    return s, np.broadcast_to(c["mask"], s.shape)
-
-
 def _kept_rows(c, arr):
     """Only the rows that keep at least one key: what the contract fixes exactly."""
     _, m = ms_inputs(c)
@@ -234,10 +226,6 @@ LP_NAN = ("输出里有 NaN/inf（在 pad 行）：左补齐 + 因果掩码时�
           "（放开对角线）；或单独处理整行被掩的行。")
 LP_GRAD_NAN = ("输出有限，但梯度里有 NaN：pad 行的 NaN 只是在前向被擦掉了，反向 V̄ = Aᵀ Ȳ 里 pad 行的 A 仍是 NaN，"
                "即使 Ȳ 在那里是 0，NaN × 0 = NaN，于是 V̄ 的每一行都被污染（§3.4）。要让 NaN 根本不出现：有限填充或放开对角线。")
-
-
-def lp_inputs(c):
-    return _rounded(c, "q"), _rounded(c, "k"), _rounded(c, "v"), c["kp"], _rounded(c, "gy")
 
 
 LP_SEES_PAD = ("真实 query 看到了 pad key：padding 要屏蔽 key 那一维（列），不是 query 那一维（行）——也别把它漏掉。"

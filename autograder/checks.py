@@ -1,12 +1,11 @@
 """Grader side of the checks: the cases, the answers, and verdicts in the grader's own process.
 
-For each notebook, `autograder/cases/<topic>.py` makes the cases from the run's seed and
-`autograder/judge/<topic>.py` holds ORACLES: per exercise, name -> function(case) giving the
-float64 reference or the output of one known bug. The verdict itself comes from the student
-package's judge, which reads those answers from `case["_oracle"]` — the same code that judges a
-public check at home, where the answers were precomputed as data (`autograder.student_package`).
+For each notebook, `autograder/exercises/<topic>.py` makes the cases from the run's seed (CASES) and
+holds the answer key (ANSWERS): per exercise, name -> function(case) giving the float64 reference or
+the output of one known bug. The verdict itself comes from the student package's verdict table,
+which reads those answers from `case["_oracle"]` — the same code that judges a public check at home,
+where the answers were precomputed as data (`autograder.student_package`).
 """
-import importlib
 import json
 from collections.abc import Mapping
 
@@ -14,9 +13,7 @@ import numpy as np
 from w1d1_student import registry, wire
 from w1d1_student.runner import judge
 
-
-def _module(kind, grade_id):
-    return importlib.import_module(f"autograder.{kind}.{registry.topic(grade_id)}")
+from .exercises import answers_of, cases_of
 
 
 def _plain(value):
@@ -37,7 +34,7 @@ def as_data(value):
 
 def make_cases(grade_id, seed, hidden):
     """The cases of one check as the kernel will see them (plain data, after a trip through JSON)."""
-    cases = _module("cases", grade_id).CASES[grade_id](seed=int(seed), hidden=bool(hidden))
+    cases = cases_of(grade_id)(seed=int(seed), hidden=bool(hidden))
     return wire.decode(json.loads(json.dumps(as_data(cases))))
 
 
@@ -72,7 +69,7 @@ class Oracle(Mapping):
 
 def with_answers(grade_id, cases):
     """Copies of the cases, each with its `_oracle` (lazy: only what the judge asks for is computed)."""
-    table = _module("judge", grade_id).ORACLES[grade_id]
+    table = answers_of(grade_id)
     out = []
     for case in cases:
         plain = {k: v for k, v in case.items() if k != "_oracle"}

@@ -1,1 +1,0 @@
-"""The cases of every check, made from the grading run's seed (grader side; they travel as data)."""

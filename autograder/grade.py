@@ -8,169 +8,28 @@ Grading into an existing DIR updates it: the previous gradebook (hand grading in
 into a new generation, only new or changed submissions are regraded, and the new generation replaces
 the old one in a single rename (autograder/outdir.py), so a killed run loses nothing.
 """
-import os
 import random
 import shutil
 import sys
 import time
-import unicodedata
-import warnings
-from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
 from . import class_report, feedback_page, reports
-from .course import ASSIGNMENT, REPO, SOURCE_DIR, api, available_notebooks
-from .intake import fingerprint, list_students, read_submission
-from .notes import Note, for_page, from_data, printable, stored_in
-from .outdir import Output, OutputBusy, copy_gradebook, file_stamp, link_tree, read_state, tree_hash, write_state, write_text
+from .course import ASSIGNMENT, api, available_notebooks
+from .errors import GradingError
+from .grading_worker import grade_student
+from .intake import list_students, read_submission
+from .notes import Note, for_page, from_data, printable
+from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
+from .regrading import carry_over, grader_version, plan
 from .sandbox import SandboxUnavailable, describe_limits, probe
+from .student_ids import safe_folders, student_id
+
+__all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 
 CSV_HEADER = reports.CSV_HEADER
-
-
-class GradingError(Exception):
-    """An instructor-side problem: grading cannot start (or its result cannot be published)."""
-
-
-# modules that only arrange, store or show results: changing them regrades nobody
-OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py",
-               "class_report.py", "class_data.py", "class_stats.py", "report_page.py", "similarity.py"}
-
-
-ID_SYMBOLS = set("_-.@")
-
-
-def student_id(name):
-    """The student id of a folder name: its NFC form (a name typed on macOS arrives decomposed,
-    `e` + U+0301 for `é`; both spellings are one student)."""
-    return unicodedata.normalize("NFC", name)
-
-
-def unsafe_id_reason(name):
-    """Why a folder name cannot be a student id (None when it can): nbgrader reads ids as glob
-    patterns and paths, so only letters (any script, with their combining marks), digits and
-    `_ - . @` pass. The rule applies to the id the folder gets, `student_id(name)`."""
-    name = student_id(name)
-    if not name or name[0] in ".-":
-        return "不能以 . 或 - 开头"
-    bad, after_letter = set(), False
-    for ch in name:
-        mark = unicodedata.category(ch) in ("Mn", "Mc", "Me")
-        if mark and after_letter:
-            continue  # a vowel sign or accent of the letter before it (अनिल, a decomposed José)
-        after_letter = ch.isalpha()
-        if mark or not (ch.isalnum() or ch in ID_SYMBOLS):
-            bad.add(ch)
-    if bad:
-        return "含有不允许的字符 " + " ".join(repr(ch) for ch in sorted(bad))
-    return None
-
-
-def _safe_folders(folders, log):
-    """(folders usable as student ids, {folder name: why it is skipped}); two folders with one id
-    (the same name spelled composed and decomposed) are both skipped."""
-    kept, skipped = [], {}
-    ids = Counter(student_id(f.name) for f in folders)
-    for folder in folders:
-        why = unsafe_id_reason(folder.name)
-        if why is None and ids[student_id(folder.name)] > 1:
-            why = "另一个文件夹的名字写法不同（组合字符）但学号相同，无法区分"
-        if why is None:
-            kept.append(folder)
-        else:
-            skipped[printable(folder.name)] = why
-            log(f"  [提交文件夹] 跳过 `{printable(folder.name)}`：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
-                "没有评分，其他学生不受影响。")
-    return kept, skipped
-
-
-def grader_version():
-    """Digest of what decides a grade: the source notebooks and their files, the grader, the student
-    package (drivers, judges), the config."""
-    files = [p for p in (SOURCE_DIR / ASSIGNMENT).iterdir() if p.is_file()]
-    files += [p for p in (REPO / "autograder").rglob("*.py") if p.name not in OUTPUT_SIDE or p.parent.name != "autograder"]
-    files += list((REPO / "student").rglob("*.py"))  # the drivers and judges of the student package
-    return tree_hash(REPO, files + [REPO / "nbgrader_config.py"])
-
-
-def chain_notes(work, student):
-    """{notebook: the notes nbgrader's chain stored in it} for one student's autograded notebooks."""
-    import nbformat
-
-    found = {}
-    for path in sorted((Path(work) / "autograded" / student / ASSIGNMENT).glob("*.ipynb")):
-        try:
-            found[path.stem] = stored_in(nbformat.read(path, as_version=4))
-        except Exception:  # our own file: a failure here is a grader bug, reported by the missing notes
-            found[path.stem] = []
-    return found
-
-
-def _grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
-    """Worker: autograde one student and make their feedback (runs in its own process)."""
-    started = time.monotonic()
-    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
-    os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
-    Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
-    nbg = api(work)
-    nbg.coursedir.config.SandboxedExecute.timeout = timeout
-    nbg.coursedir.config.SandboxKernelManager.grader_seed = seed
-    nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    nbg.coursedir.config.JudgeProbes.seed = seed
-    result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
-    feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
-    return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
-            "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"], "failed": failed,
-            "notes": chain_notes(work, student), "seconds": time.monotonic() - started}
-
-
-def _tolerant_autograde():
-    """nbgrader's Autograde, except that a notebook whose grading raises is dropped (its partial
-    file removed) and the submission's other notebooks go on; `failed` names the dropped ones."""
-    from nbgrader.converters import Autograde
-
-    class TolerantAutograde(Autograde):
-        def convert_single_notebook(self, notebook_filename):
-            try:
-                super().convert_single_notebook(notebook_filename)
-            except Exception:
-                name = Path(notebook_filename).stem
-                self.log.exception("grading %s failed; the other notebooks go on", name)
-                self.failed.append(name)
-                partial = Path(self.writer.build_directory) / f"{name}.ipynb"
-                if partial.is_file():
-                    partial.unlink()
-
-    return TolerantAutograde
-
-
-def _autograde_once(nbg, student, notebook_id="*"):
-    from nbgrader.utils import capture_log, temp_attrs
-
-    with temp_attrs(nbg.coursedir, assignment_id=ASSIGNMENT, student_id=student, notebook_id=notebook_id):
-        app = _tolerant_autograde()(coursedir=nbg.coursedir, parent=nbg)
-        app.force, app.create_student, app.failed = True, True, []
-        result = capture_log(app)
-    return result, app.failed
-
-
-def _autograde(nbg, work, student):
-    """One nbgrader autograde of the whole submission; a notebook that breaks grading is tried once
-    more on its own (a slow kernel start), then costs only itself: the others are graded once.
-    Returns (result, notebooks that failed)."""
-    result, failed = _autograde_once(nbg, student)
-    if not result["success"]:  # the assignment as a whole (gradebook, folders): nothing to keep
-        return result, []
-    still = []
-    for name in failed:
-        one, again = _autograde_once(nbg, student, name)
-        if not one["success"] or again:
-            still.append(name)
-            result = {**result, "log": (result.get("log") or "") + (one.get("log") or "")}
-    names = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
-    return {**result, "success": len(still) < len(names)}, still
 
 
 def _write_feedback(work, gen, student, rec, notebooks):
@@ -191,82 +50,6 @@ def _write_feedback(work, gen, student, rec, notebooks):
             write_text(target, feedback_page.plain_page(name, mine or [why]))
 
 
-def _plan(folders, previous, students, force, version, log):
-    """Which students to regrade, each with the reason; the others are skipped with theirs."""
-    names = {student_id(f.name) for f in folders}
-    if students:
-        unknown = sorted(set(students) - names)
-        if unknown:
-            raise GradingError("--students 里的学号在提交文件夹里找不到：" + "、".join(unknown))
-    regrade, prints = {}, {}
-    for folder in folders:
-        sid = student_id(folder.name)
-        try:
-            prints[sid] = fingerprint(folder)
-        except Exception as exc:  # one unreadable folder must not stop the class: it is simply regraded
-            prints[sid] = {"error": f"{type(exc).__name__}: {printable(str(exc))[:200]}"}
-        old = previous.get("students", {}).get(sid)
-        if force:
-            why = "--force"
-        elif students:
-            why = "--students" if sid in students else None
-        elif old is None:
-            why = "新学生"
-        elif previous.get("grader") != version:
-            why = "源笔记本或评分代码变了"
-        elif not old.get("ok"):
-            why = "上次评分没有完成"
-        elif old.get("files") != prints[sid]:
-            why = "提交的文件变了"
-        else:
-            why = None
-        if why:
-            regrade[sid] = why
-        else:
-            log(f"  跳过 {sid}：" + ("不在 --students 里" if students else "提交没有变化（内容哈希相同）") + "，保留上次的结果")
-    for sid in sorted(set(previous.get("students", {})) - names):
-        log(f"  保留 {sid}：不在这次的提交文件夹里，保留上次的结果")
-    return regrade, prints
-
-
-def _carry_over(prev, gen, previous_state, regrade):
-    """The previous generation's gradebook and every kept student's files, into the new generation.
-    Returns the kept students whose feedback must be remade (grades edited by hand since)."""
-    work = gen / "nbgrader"
-    work.mkdir()
-    if prev is None:
-        return set()
-    copy_gradebook(prev / "nbgrader" / "gradebook.db", work / "gradebook.db")
-    if (prev / "nbgrader" / "release").is_dir():
-        link_tree(prev / "nbgrader" / "release", work / "release")
-    refresh = _refresh_needed(work, previous_state, regrade)
-    for sid in previous_state.get("students", {}):
-        if sid in regrade:
-            continue
-        parts = ["submitted", "autograded"] + ([] if sid in refresh else ["feedback"])
-        for part in parts:
-            if (prev / "nbgrader" / part / sid).is_dir():
-                link_tree(prev / "nbgrader" / part / sid, work / part / sid)
-        if sid not in refresh and (prev / "feedback" / sid).is_dir():
-            link_tree(prev / "feedback" / sid, gen / "feedback" / sid)
-    return refresh
-
-
-def _refresh_needed(work, previous_state, regrade):
-    """Kept students whose grades were edited by hand since their feedback was made."""
-    from nbgrader.api import Gradebook
-
-    db = work / "gradebook.db"
-    if not db.exists():
-        return set()
-    refresh = set()
-    with Gradebook(f"sqlite:///{db}") as gb:
-        for sid, old in previous_state.get("students", {}).items():
-            if sid not in regrade and old.get("ok") and reports.gradebook_fingerprint(gb, sid) != old.get("gradebook"):
-                refresh.add(sid)
-    return refresh
-
-
 def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
     """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
     results = {}
@@ -275,7 +58,7 @@ def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
     ctx = get_context("spawn")
     # a fresh process per student: no state (event loops, sockets, sessions) carries over
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_grade_student, str(work), sid, seed, sandbox, timeout, only): sid
+        futures = {pool.submit(grade_student, str(work), sid, seed, sandbox, timeout, only): sid
                    for sid, only in tasks.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             sid = futures[fut]
@@ -323,7 +106,7 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     folders, refused = list_students(submissions)
     for note in refused:
         log(f"  [提交文件夹] {note}")
-    folders, skipped = _safe_folders(folders, log)
+    folders, skipped = safe_folders(folders, log)
     if not folders:
         raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
     _check_sandbox(sandbox, log)
@@ -345,12 +128,12 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     previous_state = read_state(prev) if prev is not None and prev != output.out else {}
     version = grader_version()
     students = {student_id(s) for s in students or ()}
-    regrade, prints = _plan(folders, previous_state, students, force, version, log)
+    regrade, prints = plan(folders, previous_state, students, force, version, log)
 
     gen = output.new_generation()
     work = gen / "nbgrader"
     stamp = file_stamp(prev / "nbgrader" / "gradebook.db") if prev is not None else None
-    refresh = _carry_over(prev, gen, previous_state, regrade)
+    refresh = carry_over(prev, gen, previous_state, regrade)
 
     if previous_state.get("grader") != version or not (work / "release").is_dir():
         log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
@@ -395,14 +178,13 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
             records[sid]["notes"].append(Note(name, f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。"))
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
-    _write_results(gen, work, records, notebooks, set(tasks), results)
+    rows = _write_results(gen, work, records, notebooks, set(tasks), results)
     _write_report(gen, work, records, notebooks, skipped, log)
     write_state(gen, {"version": 1, "grader": version, "students": records, "skipped": skipped})
     if file_stamp(prev / "nbgrader" / "gradebook.db" if prev is not None else gen / "none") != stamp:
         raise GradingError("评分期间上一次的成绩库被改动了（例如有人在 formgrader 里打分）；为了不丢掉这些改动，"
                            "本次结果没有生效。请在没有人打分时重新运行。")
     output.publish(gen)
-    rows = _read_rows(gen)
     _summary(rows, records, notebooks, log)
     if skipped:
         log("没有评分的文件夹（名字不能作学号）：" + "、".join(f"`{name}`" for name in sorted(skipped)))
@@ -412,7 +194,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
 
 
 def _write_results(gen, work, records, notebooks, rendered, results):
-    """CSV files from the gradebook; feedback pages for the students handled in this run."""
+    """CSV files from the gradebook; feedback pages for the students handled in this run. Returns the
+    rows of grades.csv (what the summary prints)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
@@ -430,6 +213,7 @@ def _write_results(gen, work, records, notebooks, rendered, results):
                 rec["notes"].append(Note(None, f"反馈页面生成失败（{type(exc).__name__}），请联系助教。"))
                 rec["gradebook"] = None  # remade next run
                 _write_feedback(work, gen, sid, {**rec, "ok": False, "notebooks": []}, notebooks)
+    return tables["grades.csv"][1]
 
 
 def _write_report(gen, work, records, notebooks, skipped, log):
@@ -442,13 +226,6 @@ def _write_report(gen, work, records, notebooks, skipped, log):
     except Exception as exc:  # the grades are safe: they are published without a report
         log(f"!!! 全班报告没有生成（{type(exc).__name__}: {printable(str(exc))[:300]}）；成绩照常写出，"
             "修好后运行 python -m autograder report OUT 重新生成。")
-
-
-def _read_rows(gen):
-    import csv
-
-    with open(gen / "grades.csv", newline="", encoding="utf-8") as fh:
-        return list(csv.reader(fh))[1:]
 
 
 def _summary(rows, records, notebooks, log):

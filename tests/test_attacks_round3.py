@@ -11,9 +11,11 @@ from nbgrader.api import Gradebook
 
 from autograder import nbgrader_plugins
 from autograder.course import ASSIGNMENT, api
-from autograder.grade import _autograde, grade, unsafe_id_reason
+from autograder.grade import grade
+from autograder.grading_worker import _autograde
 from autograder.intake import read_submission
 from autograder.reports import graded_cells
+from autograder.student_ids import unsafe_id_reason
 from tests import grading_class as gc
 
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
@@ -103,7 +105,7 @@ def test_student_ids_with_combining_marks_are_their_nfc_form(tmp_path):
     `.`/`-` are refused whichever way the name is spelled."""
     import unicodedata
 
-    from autograder.grade import _safe_folders, student_id
+    from autograder.student_ids import safe_folders, student_id
 
     nfd = "Jose\u0301"
     for name in (nfd, "José", "अनिल", "क्षत्रिय", "Nguyễn", unicodedata.normalize("NFD", "Nguyễn_01")):
@@ -114,10 +116,10 @@ def test_student_ids_with_combining_marks_are_their_nfc_form(tmp_path):
         assert unsafe_id_reason(name), ascii(name)
     for name in (nfd, "अनिल", "bob"):
         (tmp_path / name).mkdir()
-    kept, skipped = _safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
+    kept, skipped = safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
     assert sorted(student_id(f.name) for f in kept) == sorted(["José", "अनिल", "bob"]) and not skipped
     (tmp_path / "José").mkdir()  # the same id spelled composed: neither folder can be told apart
-    kept, skipped = _safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
+    kept, skipped = safe_folders(sorted(tmp_path.iterdir()), log=lambda _: None)
     assert sorted(f.name for f in kept) == sorted(["अनिल", "bob"]) and len(skipped) == 2
 
 

@@ -1,0 +1,98 @@
+"""Incremental regrading: which students a run regrades and why, what it keeps of the last run, and
+the digest of what decides a grade (a change there regrades everyone)."""
+from . import reports
+from .course import ASSIGNMENT, REPO, SOURCE_DIR
+from .errors import GradingError
+from .intake import fingerprint
+from .notes import printable
+from .outdir import copy_gradebook, link_tree, tree_hash
+from .student_ids import student_id
+
+# modules that only arrange, store or show results: changing them regrades nobody
+OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py",
+               "class_report.py", "class_data.py", "class_stats.py", "report_page.py", "similarity.py"}
+
+
+def grader_version():
+    """Digest of what decides a grade: the source notebooks and their files, the grader, the student
+    package (drivers, judges), the config."""
+    files = [p for p in (SOURCE_DIR / ASSIGNMENT).iterdir() if p.is_file()]
+    files += [p for p in (REPO / "autograder").rglob("*.py") if p.name not in OUTPUT_SIDE or p.parent.name != "autograder"]
+    files += list((REPO / "student").rglob("*.py"))  # the drivers and judges of the student package
+    return tree_hash(REPO, files + [REPO / "nbgrader_config.py"])
+
+
+def plan(folders, previous, students, force, version, log):
+    """Which students to regrade, each with the reason; the others are skipped with theirs."""
+    names = {student_id(f.name) for f in folders}
+    if students:
+        unknown = sorted(set(students) - names)
+        if unknown:
+            raise GradingError("--students 里的学号在提交文件夹里找不到：" + "、".join(unknown))
+    regrade, prints = {}, {}
+    for folder in folders:
+        sid = student_id(folder.name)
+        try:
+            prints[sid] = fingerprint(folder)
+        except Exception as exc:  # one unreadable folder must not stop the class: it is simply regraded
+            prints[sid] = {"error": f"{type(exc).__name__}: {printable(str(exc))[:200]}"}
+        old = previous.get("students", {}).get(sid)
+        if force:
+            why = "--force"
+        elif students:
+            why = "--students" if sid in students else None
+        elif old is None:
+            why = "新学生"
+        elif previous.get("grader") != version:
+            why = "源笔记本或评分代码变了"
+        elif not old.get("ok"):
+            why = "上次评分没有完成"
+        elif old.get("files") != prints[sid]:
+            why = "提交的文件变了"
+        else:
+            why = None
+        if why:
+            regrade[sid] = why
+        else:
+            log(f"  跳过 {sid}：" + ("不在 --students 里" if students else "提交没有变化（内容哈希相同）") + "，保留上次的结果")
+    for sid in sorted(set(previous.get("students", {})) - names):
+        log(f"  保留 {sid}：不在这次的提交文件夹里，保留上次的结果")
+    return regrade, prints
+
+
+def carry_over(prev, gen, previous_state, regrade):
+    """The previous generation's gradebook and every kept student's files, into the new generation.
+    Returns the kept students whose feedback must be remade (grades edited by hand since)."""
+    work = gen / "nbgrader"
+    work.mkdir()
+    if prev is None:
+        return set()
+    copy_gradebook(prev / "nbgrader" / "gradebook.db", work / "gradebook.db")
+    if (prev / "nbgrader" / "release").is_dir():
+        link_tree(prev / "nbgrader" / "release", work / "release")
+    refresh = _refresh_needed(work, previous_state, regrade)
+    for sid in previous_state.get("students", {}):
+        if sid in regrade:
+            continue
+        parts = ["submitted", "autograded"] + ([] if sid in refresh else ["feedback"])
+        for part in parts:
+            if (prev / "nbgrader" / part / sid).is_dir():
+                link_tree(prev / "nbgrader" / part / sid, work / part / sid)
+        if sid not in refresh and (prev / "feedback" / sid).is_dir():
+            link_tree(prev / "feedback" / sid, gen / "feedback" / sid)
+    return refresh
+
+
+def _refresh_needed(work, previous_state, regrade):
+    """Kept students whose grades were edited by hand since their feedback was made."""
+    from nbgrader.api import Gradebook
+
+    db = work / "gradebook.db"
+    if not db.exists():
+        return set()
+    refresh = set()
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for sid, old in previous_state.get("students", {}).items():
+            if sid not in regrade and old.get("ok") and reports.gradebook_fingerprint(gb, sid) != old.get("gradebook"):
+                refresh.add(sid)
+    return refresh

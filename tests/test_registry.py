@@ -1,11 +1,16 @@
 """One registry: the exercises of w1d1_student.registry are exactly the test cells of solutions/w1d1/*.ipynb,
 and each has its driver, its cases, its answers and its judge under its notebook's name."""
+import ast
 import importlib
+import re
+from pathlib import Path
 
 import nbformat
 from w1d1_student import registry
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
+
+STUDENT = Path(registry.__file__).resolve().parent
 
 
 def _test_cells():
@@ -32,3 +37,38 @@ def test_every_exercise_has_driver_cases_answers_and_judge():
         assert callable(registry.judge(gid)), gid
         module = importlib.import_module(f"autograder.exercises.{topic}")
         assert gid in module.CASES and gid in module.ANSWERS, gid
+
+
+def _names_in(tree):
+    """(patterns of the answer names a verdict table asks for, every string it holds): `known("x")`,
+    `known(f"layout_{order}_{tr}")` (a pattern), `answer="x"`."""
+    def pattern(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return re.escape(node.value)
+        if isinstance(node, ast.JoinedStr):
+            return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+" for v in node.values)
+        return None
+
+    asked, strings = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "known" and node.args:
+            asked.add(pattern(node.args[0]))
+        if isinstance(node, ast.Call):
+            asked |= {pattern(kw.value) for kw in node.keywords if kw.arg == "answer"}
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and pattern(node):
+            strings.add(pattern(node))
+    return asked - {None}, strings
+
+
+def test_every_bug_a_verdict_table_names_is_reproduced_and_every_reproduction_is_named():
+    """A misspelt name would name no bug (the answer key treats an unknown name as a bug that does not
+    apply); a reproduction no verdict table names is dead code that looks like a check."""
+    from autograder import exercises
+
+    for module in exercises.NOTEBOOKS:
+        topic = module.__name__.rsplit(".", 1)[1]
+        asked, strings = _names_in(ast.parse((STUDENT / "judges" / f"{topic}.py").read_text(encoding="utf-8")))
+        keys = {name for table in module.ANSWERS.values() for name in table}
+        assert not [p for p in asked if not any(re.fullmatch(p, k) for k in keys)], (topic, asked)
+        unnamed = [k for k in keys - {"ref"} if not any(re.fullmatch(p, k) for p in strings)]
+        assert not unnamed, (topic, unnamed)

@@ -1,6 +1,7 @@
-"""Round 3 of issue 11, through the real sandboxed grader: the grader's environment stays out of the
-kernel, one wall-clock budget bounds a notebook (replays included), a notebook that breaks grading
-costs only itself, and a folder name nbgrader would read as a glob is never graded."""
+"""What one submission can reach, through the real sandboxed grader: the grader's environment stays out
+of the kernel, one wall-clock budget bounds a notebook (replays included), a notebook that breaks grading
+costs only itself, and a folder name nbgrader would read as a glob is never graded (found by the third
+red-team round of issue 11)."""
 import csv
 import os
 import time

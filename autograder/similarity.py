@@ -29,7 +29,9 @@ Padding a copy with dead code lowers it (the price of min; max flagged honest pa
 least CONTAINED of one answer's fingerprinted code lies inside the other is listed too (kind "contained", the score
 that share): a copy padded with dead code, broken cells or a second answer still holds all of the original.
 Score against a reference: the answer's side only (the share of the answer found in the reference), since a
-reference (the companion script, the release notebook's code) is much longer than any answer.
+reference (the companion script, the release notebook's code) is much longer than any answer; the answer's own
+functions and classes (long enough on their own) are compared one by one too, and the highest share counts: a
+copied function wrapped in a loop of the student's own is still found.
 
 Before fingerprinting, an answer loses its import lines and every line shaped like one of the release cell's
 code lines (names -> V: its signatures, even with parameters renamed, `super().__init__()`); these are lines
@@ -54,15 +56,18 @@ MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_scor
 55-80 (two dictated lines: skipped); numerical_gradient 80-137, attention_backward 99-201, mha 262-468.
 CONTAINED 0.9: the largest share of an honest answer inside another is 0.58 (QKV_FUSED, above); a padded copy holds
 all of its original (1.00).
-Not caught: a copy of the companion's backward rewritten to batched axes (0.27, as honest answers are), and a
-padded copy that is also edited until less than CONTAINED of the original survives.
+Not caught: a copy of the companion's backward rewritten to batched axes (0.27, as honest answers are), a
+padded copy that is also edited until less than CONTAINED of the original survives, and code built at run time
+(an encoded string decoded before `exec`: only literal code is read).
 """
 import ast
 import copy
+import functools
 import hashlib
 import io
 import keyword
 import re
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 
@@ -175,10 +180,14 @@ def _code_in_strings(source):
     tree = _parsed(source)
     out = []
     for node in ast.walk(tree) if tree else ():
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
-            inner = _parsed(node.value)
+        value = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str) and ("\n" in value or "\r" in value):
+            value = value.replace("\r\n", "\n").replace("\r", "\n")
+            inner = _parsed(value)
             if inner and any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for n in ast.walk(inner)):
-                out.append(node.value)
+                out.append(value)
     return out
 
 
@@ -189,33 +198,43 @@ def _answer_code(source, unavoidable):
                      if not _IMPORT.match(line) and _shape(line) not in unavoidable)
 
 
+@functools.lru_cache(maxsize=4096)
 def _parsed(source):
+    """The syntax tree of a source (shared: only read, never changed), or None."""
     try:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
+_BINDS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+
+
+def _bound(node):
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def _lines_of(lines, node):
+    return "\n".join(lines[node.lineno - 1:node.end_lineno])
+
+
 def _definitions(source):
-    """{name: source of the top-level statement binding it} of one answer cell (defs, classes, assignments)."""
-    tree = _parsed(source)
-    out = {}
-    for node in tree.body if tree else ():
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names = [node.name]
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-        else:
-            continue
-        segment = ast.get_source_segment(source, node) or ""
-        for name in names:
-            out.setdefault(name, segment)
+    """{name: (the statement binding it, the cell's lines)} of one answer cell: defs, classes and assignments
+    at any depth (inside `if True:` too). One walk of the cell's tree."""
+    tree = _parsed(source) if len(source) <= MAX_CHARS else None
+    lines, out = source.splitlines(), {}
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, _BINDS):
+            for name in _bound(node):
+                out.setdefault(name, (node, lines))
     return out
 
 
 def _used_names(source):
-    tree = _parsed(source)
+    tree = _parsed(source) if len(source) <= MAX_CHARS else None
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} if tree else set()
 
 
@@ -223,21 +242,40 @@ def with_helpers(cells):
     """{grade_id: answer} of one student's notebook, each answer followed by what it uses from the other
     answer cells (a base class, a helper function, an alias, and what those use in turn): a copy moved into
     another exercise's cell is compared where it is used."""
-    defined = {gid: _definitions(src) for gid, src in cells.items()}
+    defined = {gid: _definitions(src) if isinstance(src, str) else {} for gid, src in cells.items()}
     out = {}
     for gid, src in cells.items():
-        elsewhere = {name: seg for other, defs in defined.items() if other != gid for name, seg in defs.items()}
-        own, added, todo = set(defined[gid]), [], _used_names(src)
-        seen = set()
+        if not isinstance(src, str):
+            out[gid] = src
+            continue
+        elsewhere = {name: d for other, defs in defined.items() if other != gid for name, d in defs.items()}
+        own, added, seen, todo = set(defined[gid]), [], set(), _used_names(src)
         while todo:
             name = todo.pop()
             if name in seen or name in own or name not in elsewhere:
                 continue
             seen.add(name)
-            if elsewhere[name] not in added:
-                added.append(elsewhere[name])
-                todo |= _used_names(elsewhere[name])
+            node, lines = elsewhere[name]
+            segment = textwrap.dedent(_lines_of(lines, node))  # a definition nested in `if True:` too
+            if segment not in added:
+                added.append(segment)
+                todo |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
         out[gid] = "\n\n".join([src, *added])
+    return out
+
+
+def _units(source):
+    """The outermost function and class definitions of an answer (at any statement depth, `if True:`
+    included; never a method or a nested function, whose lines the exercise dictates), each on its own: a
+    copied function wrapped in code of the student's own is compared with a reference by itself."""
+    tree = _parsed(source) if isinstance(source, str) and len(source) <= MAX_CHARS else None
+    lines, out, todo = (source.splitlines() if tree else []), [], list(tree.body) if tree else []
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(textwrap.dedent(_lines_of(lines, node)))
+        else:
+            todo += [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
     return out
 
 
@@ -369,12 +407,23 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
             pairs.append(Pair(grade_id, a, b, min(sa, sb), answers[a], answers[b], "students"))
         elif max(sa, sb) >= CONTAINED:
             pairs.append(Pair(grade_id, a, b, max(sa, sb), answers[a], answers[b], "contained"))
+    units = {}
     for label, (ref_source, ref_fp) in references.items():
         ref = _without(ref_fp, stub_hashes | common)
         for s, fp in zip(long, fps):
             if not fp.hashes & ref.hashes:
                 continue
             sa, _, slices = _similarities(fp, ref)
+            if sa < threshold and sa * fp.token_coverage >= threshold * min_tokens:
+                # a function or class of the answer, long enough on its own, may be found where the whole is not
+                if s not in units:
+                    units[s] = [u for u in (_answer_fingerprint(src, release, k, win_size) for src in _units(answers[s]))
+                                if u is not None and _without(u, common).token_coverage >= min_tokens]
+                for u in units[s]:
+                    if u.hashes & ref.hashes:
+                        su, _, slices_u = _similarities(_without(u, common), ref)
+                        if su > sa:
+                            sa, slices = su, slices_u
             if sa >= threshold:
                 pairs.append(Pair(grade_id, s, label, sa, answers[s], _excerpt(ref_source[:MAX_REFERENCE_CHARS], slices),
                                   "reference"))

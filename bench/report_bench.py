@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import class_data, class_report  # noqa: E402
+from autograder import class_data, class_report, similarity  # noqa: E402
 from autograder.course import available_notebooks  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -60,6 +60,11 @@ def main():
         size = (Path(tmp) / "report.html").stat().st_size
     print(f"全班报告：{n} 名合成学生（{len(data.exercises)} 道题，其中 {len(data.answers)} 道比较相似度）"
           f"{seconds:.1f} s，report.html {size / 1e6:.1f} MB")
+    # one student's cell of many small definitions (a red team's attempt to stall the report): linear cost
+    flood = "class B:\n    pass\n" + "".join(f"v{i} = {i}\n" for i in range(8000))
+    t = time.perf_counter()
+    similarity.with_helpers({"mha": "class A(B):\n    pass\n", "split_merge_heads": flood})
+    print(f"  一个单元格 8000 个定义（{len(flood) // 1000} kB）的辅助定义查找：{time.perf_counter() - t:.2f} s")
     return seconds
 
 

@@ -185,6 +185,49 @@ def test_a_copy_run_from_a_string_is_compared_as_code():
     assert pairs == {frozenset(("copier", "s3"))}
 
 
+WRAPPED = '''import numpy as np
+
+
+def attention_backward(dY, cache):
+    Q, K, V, A, Y, s = cache
+    outs = [np.zeros(Q.shape), np.zeros(K.shape), np.zeros(V.shape)]
+    for idx in np.ndindex(*Q.shape[:-2]):
+        g = _bw2(Q[idx], K[idx], V[idx], A[idx], Y[idx], dY[idx])
+        for o, key in zip(outs, ("dQ", "dK", "dV")):
+            o[idx] = g[key]
+    return tuple(outs)
+'''
+PASTED = COMPANION[COMPANION.index("def attention_backward("):COMPANION.index("def self_attention(")].replace(
+    "def attention_backward(", "def _bw2(")
+
+
+@pytest.mark.parametrize("where", ["same cell", "nested in another cell"])
+def test_a_companion_function_wrapped_in_code_of_ones_own_is_found(where):
+    """(Red team, report round 2.) The pasted function is compared with the companion on its own."""
+    if where == "same cell":
+        cells = {"attention_backward": PASTED + "\n\n" + WRAPPED}
+    else:
+        indented = "\n".join("    " + line if line.strip() else "" for line in PASTED.splitlines())
+        cells = {"numerical_gradient": "x = 1\n\nif True:\n" + indented + "\n", "attention_backward": WRAPPED}
+    honest = {f"h{i}": only(src, "attention_backward") for i, src in enumerate(v02.VARIANTS["attention_backward"]["correct"][:4])}
+    answers = {"attention_backward": {**honest, "copier": similarity.with_helpers(cells)["attention_backward"]}}
+    result = similarity.compare(answers, STUBS, {"w1day1_checks.py": COMPANION})
+    assert [(p.kind, p.a, p.b) for p in result.pairs] == [("reference", "copier", "w1day1_checks.py")]
+
+
+@pytest.mark.parametrize("encode", [lambda code: repr(code.replace("\n", "\r")),
+                                    lambda code: repr(code.encode("utf-8"))])
+def test_code_in_any_string_literal_is_compared(encode):
+    copy = renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", "class _Impl")
+    answers = honest_class(f"exec({encode(copy)})\nMultiHeadAttention = _Impl\n")
+    assert {frozenset((p.a, p.b)) for p in similarity.compare(answers, STUBS, {}).pairs} == {frozenset(("copier", "s3"))}
+
+
+def test_a_cell_too_long_to_compare_lends_no_helpers():
+    big = "def helper():\n    return 1\n" + "v = 0\n" * (similarity.MAX_CHARS // 6)
+    assert similarity.with_helpers({"a": "y = helper()\n", "b": big})["a"] == "y = helper()\n"
+
+
 def test_an_answer_too_long_to_compare_is_listed_not_cut():
     answers = honest_class("# " + "x" * similarity.MAX_CHARS + "\n" + v04.MHA_LOOP)["mha"]
     result = similarity.compare({"mha": answers}, STUBS, {})

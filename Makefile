@@ -55,7 +55,7 @@ lab: venv
 	$(VENV)/bin/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) --ip=127.0.0.1 --port=$(PORT) --no-browser $(ROOT_FLAG)
 
 test: venv system-deps
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile tests
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile --durations=15 tests
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -56,7 +56,11 @@ MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_scor
 55-80 (two dictated lines: skipped); numerical_gradient 80-137, attention_backward 99-201, mha 262-468.
 CONTAINED 0.9: the largest share of an honest answer inside another is 0.58 (QKV_FUSED, above); a padded copy holds
 all of its original (1.00).
-Not caught: a copy of the companion's backward rewritten to batched axes (0.27, as honest answers are), a
+Not caught: a copy of a reference padded with a few lines of one's own (a reference is scored by the answer's
+share only, and the planted companion copy's 0.69 lies close to THRESHOLD), a copy left in a cell of an exercise
+that is not compared (too short, or numerical_gradient) and used from there in ways the helper lookup does not
+follow (attribute access on another object, `getattr` with a computed name), a copy of the companion's backward
+rewritten to batched axes (0.27, as honest answers are), a
 padded copy that is also edited until less than CONTAINED of the original survives, and code built at run time
 (an encoded string decoded before `exec`: only literal code is read).
 """
@@ -222,44 +226,58 @@ def _lines_of(lines, node):
 
 
 def _definitions(source):
-    """{name: (the statement binding it, the cell's lines)} of one answer cell: defs, classes and assignments
-    at any depth (inside `if True:` too). One walk of the cell's tree."""
+    """{name: [(a statement binding it, the cell's lines)]} of one answer cell: every def, class and assignment
+    at any depth (inside `if True:` too, `_Base = None` before `class _Base` as well). One walk of the tree."""
     tree = _parsed(source) if len(source) <= MAX_CHARS else None
     lines, out = source.splitlines(), {}
     for node in ast.walk(tree) if tree else ():
         if isinstance(node, _BINDS):
             for name in _bound(node):
-                out.setdefault(name, (node, lines))
+                out.setdefault(name, []).append((node, lines))
     return out
+
+
+def _names_in(tree):
+    """The names a tree uses, and the strings in it that are names (`globals()["_Base"]`)."""
+    return {n.id if isinstance(n, ast.Name) else n.value for n in ast.walk(tree) if isinstance(n, ast.Name)
+            or (isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier())}
 
 
 def _used_names(source):
     tree = _parsed(source) if len(source) <= MAX_CHARS else None
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} if tree else set()
+    return _names_in(tree) if tree else set()
 
 
 def with_helpers(cells):
     """{grade_id: answer} of one student's notebook, each answer followed by what it uses from the other
     answer cells (a base class, a helper function, an alias, and what those use in turn): a copy moved into
-    another exercise's cell is compared where it is used."""
+    another exercise's cell is compared where it is used. A function or class another cell defines is followed
+    even where this cell binds the name too (`MultiHeadAttention = MultiHeadAttention`, a local `_Base`);
+    an assignment only where this cell does not."""
     defined = {gid: _definitions(src) if isinstance(src, str) else {} for gid, src in cells.items()}
     out = {}
     for gid, src in cells.items():
         if not isinstance(src, str):
             out[gid] = src
             continue
-        elsewhere = {name: d for other, defs in defined.items() if other != gid for name, d in defs.items()}
-        own, added, seen, todo = set(defined[gid]), [], set(), _used_names(src)
+        elsewhere = {}
+        for other, defs in defined.items():
+            if other != gid:
+                for name, bindings in defs.items():
+                    elsewhere.setdefault(name, []).extend(bindings)
+        own, added, seen, todo = set(defined[gid]), {}, set(), _used_names(src)   # added: an ordered set
         while todo:
             name = todo.pop()
-            if name in seen or name in own or name not in elsewhere:
+            if name in seen or name not in elsewhere:
                 continue
             seen.add(name)
-            node, lines = elsewhere[name]
-            segment = textwrap.dedent(_lines_of(lines, node))  # a definition nested in `if True:` too
-            if segment not in added:
-                added.append(segment)
-                todo |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            for node, lines in elsewhere[name]:
+                if name in own and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                segment = textwrap.dedent(_lines_of(lines, node))  # a definition nested in `if True:` too
+                if segment not in added:
+                    added[segment] = None
+                    todo |= _names_in(node)
         out[gid] = "\n\n".join([src, *added])
     return out
 
@@ -294,7 +312,8 @@ def _answer_fingerprint(source, release, k, win_size):
     """The fingerprint of an answer without its imports, the release cell's lines and the release cell's k-grams."""
     if not isinstance(source, str):
         return None
-    fp = _fingerprint(_answer_code(source, release[1]), k, win_size, MAX_CHARS)
+    code = _answer_code(source, release[1])  # never cut: a copy in a string lies after the source (red team)
+    fp = _fingerprint(code, k, win_size, len(code))
     return None if fp is None else _without(fp, release[0])
 
 

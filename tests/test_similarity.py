@@ -223,6 +223,27 @@ def test_code_in_any_string_literal_is_compared(encode):
     assert {frozenset((p.a, p.b)) for p in similarity.compare(answers, STUBS, {}).pairs} == {frozenset(("copier", "s3"))}
 
 
+@pytest.mark.parametrize("mha, helper_prefix", [
+    ("class MultiHeadAttention(_Base):\n    def f(self):\n        _Base = 1\n        return _Base\n", ""),
+    ("class MultiHeadAttention(_Base):\n    pass\n", "_Base = None\n"),
+    ("MultiHeadAttention = MultiHeadAttention\n", ""),
+    ("class MultiHeadAttention(globals()['_Base']):\n    pass\n", ""),
+])
+def test_a_helper_is_followed_however_the_answer_names_it(mha, helper_prefix):
+    """(Red team, report round 3.) A local of the same name, an earlier binding, a self-alias, a string."""
+    name = "MultiHeadAttention" if mha.startswith("MultiHeadAttention =") else "_Base"
+    helper = helper_prefix + renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", f"class {name}")
+    answers = honest_class(similarity.with_helpers({"split_merge_heads": helper, "mha": mha})["mha"])
+    assert {frozenset((p.a, p.b)) for p in similarity.compare(answers, STUBS, {}).pairs} == {frozenset(("copier", "s3"))}
+
+
+def test_a_copy_in_a_string_is_never_cut_off_by_padding():
+    copy = renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", "class _Impl")
+    cell = f"exec({copy!r})\nMultiHeadAttention = _Impl\n"
+    answers = honest_class(cell + "#" * (similarity.MAX_CHARS - len(cell) - 10) + "\n")
+    assert {frozenset((p.a, p.b)) for p in similarity.compare(answers, STUBS, {}).pairs} == {frozenset(("copier", "s3"))}
+
+
 def test_a_cell_too_long_to_compare_lends_no_helpers():
     big = "def helper():\n    return 1\n" + "v = 0\n" * (similarity.MAX_CHARS // 6)
     assert similarity.with_helpers({"a": "y = helper()\n", "b": big})["a"] == "y = helper()\n"

@@ -202,7 +202,7 @@ def _answer_code(source, unavoidable):
                      if not _IMPORT.match(line) and _shape(line) not in unavoidable)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=128)  # reuse within one student; bounded memory for a class of long answers
 def _parsed(source):
     """The syntax tree of a source (shared: only read, never changed), or None."""
     try:

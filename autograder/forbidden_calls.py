@@ -5,7 +5,7 @@ code in the same process could forge them. This check reads the notebook's answe
 a direct use of an API that an exercise forbids, or any reference to the checking machinery (the
 student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
 modes off), and the exercise gets 0 with a reason. It sees what is written, not what obfuscated
-code computes at run time; the run-time detection (w1d1_student/drivers/torch_calls.py) covers the rest.
+code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
 """
 import ast
 import functools

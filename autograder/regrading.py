@@ -15,10 +15,10 @@ OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.p
 
 def grader_version():
     """Digest of what decides a grade: the source notebooks and their files, the grader, the student
-    package (drivers, judges), the config."""
+    package (drivers, verdict tables), the config."""
     files = [p for p in (SOURCE_DIR / ASSIGNMENT).iterdir() if p.is_file()]
     files += [p for p in (REPO / "autograder").rglob("*.py") if p.name not in OUTPUT_SIDE or p.parent.name != "autograder"]
-    files += list((REPO / "student").rglob("*.py"))  # the drivers and judges of the student package
+    files += list((REPO / "student").rglob("*.py"))  # the drivers and verdict tables of the student package
     return tree_hash(REPO, files + [REPO / "nbgrader_config.py"])
 
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
 from w1d1_student import wire
-from w1d1_student.drivers.torch_calls import AutogradUse
 from w1d1_student.runner import run_cases
+from w1d1_student.torch_calls import AutogradUse
 
 from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR

@@ -97,7 +97,7 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
 
 
 @pytest.mark.parametrize("src", [
-    "import w1d1_student.drivers.nb04_multihead as k\nk._tripwires = None",
+    "import w1d1_student.exercises.nb04_multihead as k\nk._tripwires = None",
     "from autograder.judge import judge_payload",
     "import pkgutil\nk = pkgutil.resolve_name('x.y')",
     "import sys\nk = sys.modules['w1d1_' + 'student']",

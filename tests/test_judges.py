@@ -1,7 +1,7 @@
 """The grader's own references agree with each other; the staged loop names bugs and checks counts."""
 import numpy as np
 from w1d1_student.engine import Exercise, Number, Output, compare, known
-from w1d1_student.judges.nb02_scaled_dot_product import independent_checks
+from w1d1_student.exercises.nb02_scaled_dot_product import independent_checks
 from w1d1_student.runner import judge
 
 from autograder.checks import make_cases, with_answers

@@ -125,7 +125,7 @@ def test_every_registered_exercise_has_variants():
 
 PUBLIC_DIGESTS = Path(__file__).parent / "data" / "public_messages.sha256"
 # whether the SDPA call of these answers is seen depends on what ran before in the process (the torch
-# function mode of drivers/torch_calls.py): their messages are not pinned
+# function mode of torch_calls.py): their messages are not pinned
 UNPINNED = ("sdpa_attention/", "decode_step/")
 
 
@@ -190,7 +190,7 @@ def every_name_asked_for_has_an_answer():
 REBIND_THE_WATCH = '''
 import contextlib, importlib, math
 import torch
-_t = importlib.import_module("w1d1_" + "student.drivers.torch_calls")
+_t = importlib.import_module("w1d1_" + "student.torch_calls")
 
 
 @contextlib.contextmanager

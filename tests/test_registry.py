@@ -1,7 +1,6 @@
 """One registry: the exercises of w1d1_student.registry are exactly the test cells of solutions/w1d1/*.ipynb,
 and each has its driver, its cases, its answers and its judge under its notebook's name."""
 import ast
-import importlib
 import re
 from pathlib import Path
 
@@ -31,12 +30,31 @@ def test_registry_is_the_notebooks_test_cells():
 
 
 def test_every_exercise_has_driver_cases_answers_and_judge():
+    from autograder import exercises
+
+    grader = {module.__name__.rsplit(".", 1)[1]: module for module in exercises.NOTEBOOKS}
     for gid in registry.NOTEBOOK_OF:
         topic = registry.topic(gid)
         assert registry.driver(gid).names, gid
         assert callable(registry.judge(gid)), gid
-        module = importlib.import_module(f"autograder.exercises.{topic}")
-        assert gid in module.CASES and gid in module.ANSWERS, gid
+        assert gid in grader[topic].CASES and gid in grader[topic].ANSWERS, gid
+
+
+def test_each_side_has_one_module_per_notebook_named_after_it():
+    """The student module of a notebook declares it (NOTEBOOK) and is named after it, and so is the grader's
+    module of the same exercises: one notebook, one module on each side, the same exercises in both."""
+    from w1d1_student.exercises import MODULES
+
+    from autograder import exercises
+
+    student = {module.__name__.rsplit(".", 1)[1]: module for module in MODULES}
+    grader = {module.__name__.rsplit(".", 1)[1]: module for module in exercises.NOTEBOOKS}
+    assert sorted(student) == sorted(grader) == ["nb" + name for name in available_notebooks()]
+    for topic, module in student.items():
+        assert topic == "nb" + module.NOTEBOOK
+        assert sorted(module.EXERCISES) == sorted(grader[topic].CASES) == sorted(grader[topic].ANSWERS), topic
+    on_disk = sorted(p.stem for p in (STUDENT / "exercises").glob("nb*.py"))
+    assert on_disk == sorted(student), "a module under exercises/ that MODULES does not list is never registered"
 
 
 def _names_in(tree):
@@ -67,7 +85,7 @@ def test_every_bug_a_verdict_table_names_is_reproduced_and_every_reproduction_is
 
     for module in exercises.NOTEBOOKS:
         topic = module.__name__.rsplit(".", 1)[1]
-        asked, strings = _names_in(ast.parse((STUDENT / "judges" / f"{topic}.py").read_text(encoding="utf-8")))
+        asked, strings = _names_in(ast.parse((STUDENT / "exercises" / f"{topic}.py").read_text(encoding="utf-8")))
         keys = {name for table in module.ANSWERS.values() for name in table}
         assert not [p for p in asked if not any(re.fullmatch(p, k) for k in keys)], (topic, asked)
         unnamed = [k for k in keys - {"ref"} if not any(re.fullmatch(p, k) for p in strings)]

@@ -9,8 +9,8 @@ import itertools
 import nbformat
 import pytest
 from w1d1_student import wire
-from w1d1_student.judges import nb02_scaled_dot_product as j02
-from w1d1_student.judges import nb04_multihead as j04
+from w1d1_student.exercises import nb02_scaled_dot_product as j02
+from w1d1_student.exercises import nb04_multihead as j04
 from w1d1_student.runner import run_cases
 
 from autograder.checks import judge_payload, make_cases
@@ -22,7 +22,7 @@ OUTCOMES = ("full", "zero", "unanswered", "mistakes", "named_error", "unrecognis
 
 
 def _bug_messages():
-    """{bug name of the answer key: its diagnosis}, read from the judges' tables."""
+    """{bug name of the answer key: its diagnosis}, read from the verdict tables."""
     out = {}
     tables = [j04.SPLIT_BUGS, j04.MERGE_BUGS, j04.MHA_DIAGNOSES, j02.FORWARD_BUGS, j02.BACKWARD_BUGS, j02.INIT_BUGS]
     for message, fn in itertools.chain(*tables):

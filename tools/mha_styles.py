@@ -21,7 +21,7 @@ FORWARD_SIG = ('    def forward(self, x, mask=None, need_weights=False):\n'
 STUB = (HEADER + "\n" + INIT_SIG + "        # 在这里写你的代码\n        raise NotImplementedError()\n\n" + FORWARD_SIG
         + "        # 在这里写你的代码\n        raise NotImplementedError()\n")
 
-# the bugs this generator can plant, by the answer key's name (student/w1d1_student/judges/nb04_multihead.py)
+# the bugs this generator can plant, by the answer key's name (student/w1d1_student/exercises/nb04_multihead.py)
 BUGS = ("scale_none", "scale_dmodel", "merge_no_transpose", "mask_inverted")
 
 CHOICES = {

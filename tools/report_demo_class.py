@@ -4,7 +4,7 @@ Every student hands in notebook 04 (`split_merge_heads`, `mha`); eight of them h
 well; nobody hands in the others. Each notebook is the release's own (notebooks/w1d1/) with only its
 answer cells replaced, so every locked and test cell is the release's. The mix is fixed and known:
 EXPECTED says, per exercise, who gets full marks, who loses points to which bug of the answer key
-(the name in `known("...")` of student/w1d1_student/judges/), who passes the public check but not
+(the name in `known("...")` of student/w1d1_student/exercises/), who passes the public check but not
 the hidden one, who left the release stub, ...; PLANTED_COPIES says which answers are copied.
 
 Outcomes of one exercise (each student answering it is in exactly one):

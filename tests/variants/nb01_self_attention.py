@@ -273,7 +273,7 @@ def softmax(x, axis=-1):
 VARIANTS["softmax"]["warned"] = ["数值不稳定", "轴不对", "全部元素的和", "修改了输入", "全局最大值", "keepdims=True"]
 
 # one bug, one exercise: self_attention is judged with the name `softmax` meaning torch's softmax, so its
-# own points do not depend on exercise 1 (drivers/nb01_self_attention.py)
+# own points do not depend on exercise 1 (w1d1_student/exercises/nb01_self_attention.py)
 _ATTENTION_ONLY = SELF_ATTENTION[SELF_ATTENTION.index("def self_attention"):]
 VARIANTS["self_attention"]["correct"] += [
     # softmax with the global-max bug (exercise 1 loses its points), self_attention right

@@ -385,7 +385,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 from torch import nn
-import w1d1_student.drivers.nb04_multihead as _k
+import w1d1_student.exercises.nb04_multihead as _k
 
 
 @contextlib.contextmanager
@@ -395,7 +395,7 @@ def _quiet(*args, **kwargs):
 
 _k._tripwires = _k.watching = _quiet
 try:
-    import w1d1_student.drivers.torch_calls as _t
+    import w1d1_student.torch_calls as _t
     _t.watching = _quiet
 except ImportError:
     pass
@@ -423,10 +423,10 @@ class MultiHeadAttention(nn.Module):
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
 # the same, spelled so that the grader's static check of the source does not see it: the run-time detection must
 MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
-                  .replace("import w1d1_student.drivers.nb04_multihead as _k\n",
-                           "import importlib\n_k = importlib.import_module('w1d1_' + 'stu' + 'dent.drivers.nb04_multihead')\n")
-                  .replace("    import w1d1_student.drivers.torch_calls as _t\n",
-                           "    _t = importlib.import_module(_k.__name__.replace('nb04_multihead', 'torch_calls'))\n")
+                  .replace("import w1d1_student.exercises.nb04_multihead as _k\n",
+                           "import importlib\n_k = importlib.import_module('w1d1_' + 'stu' + 'dent.exercises.nb04_multihead')\n")
+                  .replace("    import w1d1_student.torch_calls as _t\n",
+                           "    _t = importlib.import_module(_k.__name__.replace('exercises.nb04_multihead', 'torch_calls'))\n")
                   .replace("F.multi_head_attention_forward(", "getattr(F, 'multi_head_' + 'attention_forward')("))
 VARIANTS["mha"]["buggy"] += [(MHA_OBFUSCATED, "nn.MultiheadAttention")]
 

@@ -1,27 +1,127 @@
-"""Verdicts of notebook 06 (§A): SDPA, KV-cache decoding, nn.MultiheadAttention — tables for the engine.
+"""Exercises of notebook 06 (§A): sdpa_attention, decode_step, to_torch_mha, torch_mha_forward.
+
+Every call of `F.scaled_dot_product_attention` while the student's function runs is recorded by a
+torch function mode (`torch_calls.watching`: an alias, functools.partial or a default argument is
+seen too), so the checks know that it was called and with which flags.
+Modules are built here and their weights SET from the case; nothing is read back from the
+student's objects except what their torch module computes and holds.
+
+Verdicts: SDPA, KV-cache decoding, nn.MultiheadAttention — tables for the engine.
 
 A buggy reference may leave NaN in rows where its mask blocks every key (torch gives 0 or NaN there,
 depending on the kernel): the engine ignores those positions when naming the bug.
 """
+import inspect
+from contextlib import contextmanager
+
 import numpy as np
+import torch
+from torch import nn
 
+from ..driver import Driver, dtype_name, lookup, to_numpy
 from ..engine import Exercise, Output, fail, fmt, known, shown_only_public
+from ..torch_calls import watching
 
-TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
-WEIGHT_TOL = (1e-5, 1e-6)
+NOTEBOOK = "06_api"
+
+
+# sdpa_attention ──────────────────────────────────────────────────────────────
+
+_DT = {"float32": torch.float32, "float64": torch.float64}
+
+
+def _arg(args, kwargs, name, pos, default):
+    if name in kwargs:
+        return kwargs[name]
+    return args[pos] if len(args) > pos else default
+
+
+def _make_sdpa_calls(watching):
+    @contextmanager
+    def sdpa_calls():
+        """Record every call of F.scaled_dot_product_attention, however the student's code reached it."""
+        calls = []
+
+        def seen(name, args, kwargs):
+            mask = _arg(args, kwargs, "attn_mask", 3, None)
+            p = _arg(args, kwargs, "dropout_p", 4, 0.0)
+            calls.append({"is_causal": bool(_arg(args, kwargs, "is_causal", 5, False)),
+                          "dropout_p": float(p), "has_mask": mask is not None,
+                          "mask_dtype": dtype_name(mask) if mask is not None else ""})
+
+        with watching(("scaled_dot_product_attention",), seen):
+            yield calls
+
+    return sdpa_calls
+
+
+sdpa_calls = _make_sdpa_calls(watching)
+
+
+def _summary(calls):
+    return {"sdpa_calls": len(calls),
+            "max_dropout_p": max((c["dropout_p"] for c in calls), default=0.0),
+            "any_is_causal": any(c["is_causal"] for c in calls),
+            "causal_and_mask": any(c["is_causal"] and c["has_mask"] for c in calls)}
+
+
+def _tensor(a, dtype):
+    return torch.tensor(np.asarray(a), dtype=dtype)
+
+
+def _call_sdpa(ns, case):
+    fn = lookup(ns, "sdpa_attention")
+    dt = _DT[case["dtype"]]
+    q, k, v = (_tensor(case[n], dt) for n in ("q", "k", "v"))
+    inputs = [q, k, v]
+    kwargs = {}
+    if case["mask"] is not None:
+        kwargs["mask"] = torch.tensor(case["mask"])
+        inputs.append(kwargs["mask"])
+    for name in ("is_causal", "dropout_p", "training"):
+        if case[name] is not None:
+            kwargs[name] = case[name]
+    before = [t.clone() for t in inputs]
+    with torch.random.fork_rng(devices=[]), sdpa_calls() as calls:
+        torch.manual_seed(case["torch_seed"])
+        y = fn(q, k, v, **kwargs)
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+            "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)), **_summary(calls)}
+
+
+def _mask_text(mask):
+    if mask is None:
+        return "mask=None"
+    rows = mask.reshape(-1, mask.shape[-1])[:3].astype(int)
+    return f"mask 形状 {mask.shape}（1 = 屏蔽），前几行 {np.array2string(rows, separator=',').replace(chr(10), '')}"
+
+
+FLIP = ("SDPA 的布尔 attn_mask 里 True 表示“参与注意力”，和课程约定（True = 屏蔽）正好相反："
+        "传进去之前要取反（~mask）。")
+
+
+FLOAT_MASK = ("把布尔掩码转成了 0/1 的浮点数：浮点 attn_mask 是“加到分数上”的，加 1 什么也屏蔽不了。"
+              "要么传布尔的 ~mask，要么用 0 / -inf 的加法掩码。")
+
+
+SDPA_DIAGNOSES = [
+    (FLIP, known("flip_tril")),
+    (FLIP, known("flip_or")),
+    ("同时给了 mask 和 is_causal=True 时只用了 mask，丢掉了因果部分：要把两者合成一个 attn_mask"
+     "（屏蔽 = mask 或 j > i）。", known("mask_only")),
+    ("同时给了 mask 和 is_causal=True 时只做了因果，丢掉了 mask：要把两者合成一个 attn_mask。", known("causal_only")),
+    (FLOAT_MASK, known("float_mask")),
+    (FLOAT_MASK, known("float_mask_inverted")),
+    ("因果掩码的方向反了：课程约定里要屏蔽的是 key 下标 > query 下标（triu(diagonal=1)），"
+     "SDPA 要的“允许”矩阵是 tril。", known("causal_lower")),
+    ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)（或允许矩阵 tril(diagonal=0)），"
+     "每个位置要能看见自己。", known("causal_diagonal0")),
+    ("缩放不对：SDPA 默认已经除以 √d_k，不要自己再缩放一次（也不要传 scale）。", known("scale_dk")),
+]
 
 
 def _at(case, message, shown=None):
     return fail(f"【{case['stage']}】{message}", shown=shown)
-
-
-def _y(answer="ref", shape_note="", **kw):
-    """The tensor `y` a function returns: its shape, the input's dtype, values within the dtype's tolerance."""
-    return Output("y", expected=known(answer), dtype=lambda c: c["dtype"], tol=lambda c: TOL[c["dtype"]],
-                  name="输出", dtype_note="（应与输入相同）", shape_note=shape_note, **kw)
-
-
-# ------------------------------------------------------------------ flags shared by the SDPA exercises
 
 
 SDPA_MISSING = ("没有调用 F.scaled_dot_product_attention：这道题要用 PyTorch 的 SDPA 完成注意力，"
@@ -40,36 +140,6 @@ def _calls_sdpa(case, out):
     return _at(case, SDPA_MISSING) if out.get("sdpa_calls", 0) == 0 else _returns_fresh_tensor(case, out)
 
 
-# ------------------------------------------------------------------ sdpa_attention
-
-
-def _mask_text(mask):
-    if mask is None:
-        return "mask=None"
-    rows = mask.reshape(-1, mask.shape[-1])[:3].astype(int)
-    return f"mask 形状 {mask.shape}（1 = 屏蔽），前几行 {np.array2string(rows, separator=',').replace(chr(10), '')}"
-
-
-FLIP = ("SDPA 的布尔 attn_mask 里 True 表示“参与注意力”，和课程约定（True = 屏蔽）正好相反："
-        "传进去之前要取反（~mask）。")
-FLOAT_MASK = ("把布尔掩码转成了 0/1 的浮点数：浮点 attn_mask 是“加到分数上”的，加 1 什么也屏蔽不了。"
-              "要么传布尔的 ~mask，要么用 0 / -inf 的加法掩码。")
-SDPA_DIAGNOSES = [
-    (FLIP, known("flip_tril")),
-    (FLIP, known("flip_or")),
-    ("同时给了 mask 和 is_causal=True 时只用了 mask，丢掉了因果部分：要把两者合成一个 attn_mask"
-     "（屏蔽 = mask 或 j > i）。", known("mask_only")),
-    ("同时给了 mask 和 is_causal=True 时只做了因果，丢掉了 mask：要把两者合成一个 attn_mask。", known("causal_only")),
-    (FLOAT_MASK, known("float_mask")),
-    (FLOAT_MASK, known("float_mask_inverted")),
-    ("因果掩码的方向反了：课程约定里要屏蔽的是 key 下标 > query 下标（triu(diagonal=1)），"
-     "SDPA 要的“允许”矩阵是 tril。", known("causal_lower")),
-    ("因果掩码把对角线也屏蔽了：应是 triu(diagonal=1)（或允许矩阵 tril(diagonal=0)），"
-     "每个位置要能看见自己。", known("causal_diagonal0")),
-    ("缩放不对：SDPA 默认已经除以 √d_k，不要自己再缩放一次（也不要传 scale）。", known("scale_dk")),
-]
-
-
 def _sdpa_flags(case, out):
     bad = _calls_sdpa(case, out)
     if bad:
@@ -84,12 +154,23 @@ def _sdpa_flags(case, out):
     return None
 
 
+TOL = {"float32": (1e-4, 1e-5), "float64": (1e-7, 1e-9)}
+
+
+def _y(answer="ref", shape_note="", **kw):
+    """The tensor `y` a function returns: its shape, the input's dtype, values within the dtype's tolerance."""
+    return Output("y", expected=known(answer), dtype=lambda c: c["dtype"], tol=lambda c: TOL[c["dtype"]],
+                  name="输出", dtype_note="（应与输入相同）", shape_note=shape_note, **kw)
+
+
+SDPA_Y = _y()
+
+
 def _no_values(case, arr):
     """A dropout output is random: the table fixes only its shape and dtype, `_dropout_structure` the rest."""
     return np.zeros(0)
 
 
-SDPA_Y = _y()
 # training=True with V = I: the output is the dropped-out attention weights A (0 or A/(1-p))
 DROPOUT_Y = _y("weights", view=_no_values)
 
@@ -128,7 +209,17 @@ sdpa_attention = Exercise(
 )
 
 
-# ------------------------------------------------------------------ decode_step
+# decode_step ─────────────────────────────────────────────────────────────────
+
+def _call_decode(ns, case):
+    fn = lookup(ns, "decode_step")
+    dt = _DT[case["dtype"]]
+    inputs = [_tensor(case[n], dt) for n in ("q_new", "k_cache", "v_cache")]
+    before = [t.clone() for t in inputs]
+    with sdpa_calls() as calls:
+        y = fn(*inputs)
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+            "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)), **_summary(calls)}
 
 
 def _decode_hint(case, out, message):
@@ -154,7 +245,37 @@ decode_step = Exercise(
 )
 
 
-# ------------------------------------------------------------------ to_torch_mha
+# to_torch_mha ────────────────────────────────────────────────────────────────
+
+_PROJ = ("W_q", "W_k", "W_v", "W_o")
+
+
+def _param(module, name):
+    p = getattr(module, name, None)
+    return None if p is None else to_numpy(p)
+
+
+def _call_to_torch(ns, case):
+    cls = lookup(ns, "MultiHeadAttention")
+    convert = lookup(ns, "to_torch_mha")
+    mha = cls(case["d_model"], case["n_heads"], bias=case["bias"])
+    with torch.no_grad():
+        for name in _PROJ:
+            layer = getattr(mha, name)
+            layer.weight.copy_(_tensor(case[name], layer.weight.dtype))
+            if case["bias"]:
+                layer.bias.copy_(_tensor(case[name + "_bias"], layer.bias.dtype))
+    tm = convert(mha)
+    if not isinstance(tm, nn.MultiheadAttention):
+        raise TypeError(f"to_torch_mha 应返回 nn.MultiheadAttention，得到 {type(tm).__name__}")
+    if tm.in_proj_weight is None:
+        raise TypeError("返回的 nn.MultiheadAttention 没有合并的 in_proj_weight（不要给 kdim/vdim）")
+    x = _tensor(case["x"], tm.in_proj_weight.dtype)
+    out = tm(x, x, x, need_weights=False)
+    y = out[0] if isinstance(out, (tuple, list)) else out
+    return {"y": to_numpy(y), "batch_first": bool(tm.batch_first), "num_heads": int(tm.num_heads),
+            "in_proj_weight": _param(tm, "in_proj_weight"), "in_proj_bias": _param(tm, "in_proj_bias"),
+            "out_proj_weight": _param(tm.out_proj, "weight"), "out_proj_bias": _param(tm.out_proj, "bias")}
 
 
 def _module_flags(case, out):
@@ -166,12 +287,13 @@ def _module_flags(case, out):
     return None
 
 
-IN_BIAS = "in_proj_bias 不对{}：它是 [b_q; b_k; b_v] 拼成的长度 3d 的向量。"
-
 LAYOUTS = [(f"in_proj_weight 的布局不对（你的是 {order} 顺序{'、每块转置' if tr else ''}）："
             "它是 [W_q; W_k; W_v] 竖着拼成的 (3d, d)，顺序 q、k、v，每块就是 nn.Linear 的 weight"
             "（形状 (out, in)，不要转置）。", known(f"layout_{order}_{tr}"))
            for order in ("qkv", "kqv", "qvk", "vqk", "kvq", "vkq") for tr in (False, True) if (order, tr) != ("qkv", False)]
+
+
+WEIGHT_TOL = (1e-5, 1e-6)
 
 
 def _expected_and_yours(case, want, got):
@@ -184,11 +306,22 @@ def _weight(key, expected, fallback, diagnoses=()):
 
 
 IN_PROJ = _weight("in_proj_weight", known("in_proj_weight"), "in_proj_weight 与 W_q、W_k、W_v 不一致。", LAYOUTS)
+
+
+IN_BIAS = "in_proj_bias 不对{}：它是 [b_q; b_k; b_v] 拼成的长度 3d 的向量。"
+
+
 IN_PROJ_BIAS = _weight("in_proj_bias", known("in_proj_bias"), IN_BIAS.format(""),
                        [(IN_BIAS.format("（全是 0：偏置没有搬过去）"), lambda c: np.zeros(3 * c["d_model"]))])
+
+
 OUT_PROJ = _weight("out_proj_weight", lambda c: c["W_o"], "out_proj.weight 没有设成 W_o.weight（输出投影也要搬）。",
                    [("out_proj.weight 是 W_o 的转置：直接拷 W_o.weight，不要转置。", lambda c: c["W_o"].T)])
+
+
 OUT_PROJ_BIAS = _weight("out_proj_bias", lambda c: c["W_o_bias"], "out_proj.bias 没有设成 W_o.bias。")
+
+
 TORCH_Y = Output("y", expected=known("y"), tol=(1e-4, 1e-5), name="输出")
 
 
@@ -210,7 +343,52 @@ to_torch_mha = Exercise(
 )
 
 
-# ------------------------------------------------------------------ torch_mha_forward
+# torch_mha_forward ───────────────────────────────────────────────────────────
+
+_FORWARD = inspect.signature(nn.MultiheadAttention.forward)
+
+
+class RecordingMHA(nn.MultiheadAttention):
+    """nn.MultiheadAttention that remembers how it was called (need_weights, self-attention)."""
+
+    def forward(self, *args, **kwargs):
+        bound = _FORWARD.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        self.calls.append({"need_weights": bool(a["need_weights"]),
+                           "self_attention": a["query"] is a["key"] is a["value"]})
+        return super().forward(*args, **kwargs)
+
+
+def _call_forward(ns, case):
+    fn = lookup(ns, "torch_mha_forward")
+    dt = _DT[case["dtype"]]
+    d = case["d_model"]
+    tm = RecordingMHA(d, case["n_heads"], bias=case["bias"], batch_first=True, dtype=dt)
+    tm.calls = []
+    with torch.no_grad():
+        tm.in_proj_weight.copy_(_tensor(case["in_proj_weight"], dt))
+        tm.out_proj.weight.copy_(_tensor(case["out_proj_weight"], dt))
+        if case["bias"]:
+            tm.in_proj_bias.copy_(_tensor(case["in_proj_bias"], dt))
+            tm.out_proj.bias.copy_(_tensor(case["out_proj_bias"], dt))
+    x = _tensor(case["x"], dt)
+    inputs = [x]
+    kwargs = {}
+    if case["key_padding"] is not None:
+        kwargs["key_padding"] = torch.tensor(case["key_padding"])
+        inputs.append(kwargs["key_padding"])
+    if case["causal"] is not None:
+        kwargs["causal"] = case["causal"]
+    before = [t.clone() for t in inputs]
+    y = fn(tm, x, **kwargs)
+    if isinstance(y, (tuple, list)):
+        raise TypeError(f"torch_mha_forward 应只返回 y，得到长度为 {len(y)} 的 {type(y).__name__}："
+                        "nn.MultiheadAttention 返回 (y, weights)，要取出 y")
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+            "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)),
+            "mha_calls": len(tm.calls), "need_weights": any(c["need_weights"] for c in tm.calls),
+            "self_attention": all(c["self_attention"] for c in tm.calls)}
 
 
 def _forward_flags(case, out):
@@ -256,9 +434,10 @@ torch_mha_forward = Exercise(
 )
 
 
-JUDGES = {
-    "sdpa_attention": sdpa_attention,
-    "decode_step": decode_step,
-    "to_torch_mha": to_torch_mha,
-    "torch_mha_forward": torch_mha_forward,
+# grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
+EXERCISES = {
+    "sdpa_attention": (Driver(("sdpa_attention",), _call_sdpa), sdpa_attention),
+    "decode_step": (Driver(("decode_step",), _call_decode), decode_step),
+    "to_torch_mha": (Driver(("to_torch_mha",), _call_to_torch), to_torch_mha),
+    "torch_mha_forward": (Driver(("torch_mha_forward",), _call_forward), torch_mha_forward),
 }

@@ -1,5 +1,41 @@
-"""Verdicts of notebook 05 (§5): exact integer counts — tables for the engine's staged loop."""
+"""Exercises of notebook 05 (§5): flops, attn_memory, generation_flops.
+
+Counts must be exact integers, so the outputs travel as Python ints (JSON keeps them exact, even
+beyond int64) together with the name of the type the student returned.
+
+Verdicts: exact integer counts — tables for the engine's staged loop.
+"""
+import numbers
+
+from ..driver import Driver, lookup
 from ..engine import Exercise, Number, known
+
+NOTEBOOK = "05_complexity"
+
+
+# flops ───────────────────────────────────────────────────────────────────────
+
+def _number(x):
+    """(value, type name): ints stay exact Python ints, reals become floats, anything else a string."""
+    name = type(x).__name__
+    if isinstance(x, bool):
+        return int(x), name
+    if isinstance(x, numbers.Integral):
+        return int(x), name
+    if isinstance(x, numbers.Real):
+        return float(x), name
+    if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:  # 0-d torch / numpy scalar
+        v = x.item()
+        return (int(v) if isinstance(v, int) else float(v)), name
+    return repr(x)[:80], name
+
+
+def _call_flops(ns, case):
+    T, d = case["T"], case["d"]
+    flops, flops_type = _number(lookup(ns, "mha_flops")(T, d))
+    share, share_type = _number(lookup(ns, "attention_flop_share")(T, d))
+    return {"flops": flops, "flops_type": flops_type, "share": share, "share_type": share_type}
+
 
 INT_HINT = "FLOPs 和字节数是精确的计数，应返回整数 int（全程用整数运算：* 和 //，不要用 / 或浮点数）。"
 
@@ -15,6 +51,8 @@ FLOPS_BUGS = [
     ("注意力部分只算了 QKᵀ，漏了 AV（两者各 2T²d）。", known("flops_no_av")),
     ("T 和 d 的位置写反了：投影项是 8Td²，注意力项是 4T²d。", known("flops_swapped")),
 ]
+
+
 SHARE_BUGS = [
     ("算成了投影项（8Td²）的占比：要的是 T² 项 4T²d 占总量的比例。", known("share_projection")),
     ("除以的是投影项，不是总量：占比 = 4T²d / (8Td² + 4T²d) = T / (T + 2d)。", known("share_over_projection")),
@@ -26,6 +64,26 @@ SHARE_BUGS = [
 FLOPS = Exercise((exact_count("flops", FLOPS_BUGS),
                   Number("share", expected=known("share"), kind="float", diagnoses=SHARE_BUGS, bounds=(0.0, 1.0), name="占比")),
                  show=lambda c: f"T={c['T']}, d={c['d']}", untouched=None)
+
+
+# attn_memory ─────────────────────────────────────────────────────────────────
+
+def _call_memory(ns, case):
+    fn = lookup(ns, "attn_matrix_bytes")
+    args = [case["B"], case["h"], case["T"]]
+    kwargs = {}
+    if case["keywords"]:
+        if case["bpe"] is not None:
+            kwargs["bytes_per_element"] = case["bpe"]
+        if case["n_layers"] is not None:
+            kwargs["n_layers"] = case["n_layers"]
+    else:
+        if case["bpe"] is not None or case["n_layers"] is not None:
+            args.append(2 if case["bpe"] is None else case["bpe"])
+        if case["n_layers"] is not None:
+            args.append(case["n_layers"])
+    value, type_name = _number(fn(*args, **kwargs))
+    return {"bytes": value, "bytes_type": type_name}
 
 
 def _mem_args(c):
@@ -47,6 +105,18 @@ ATTN_MEMORY = Exercise(
     show=lambda c: "B={}, h={}, T={}, bytes_per_element={}, n_layers={}".format(*_mem_args(c)))
 
 
+# generation_flops ────────────────────────────────────────────────────────────
+
+def _call_generation(ns, case):
+    fn = lookup(ns, "generation_flops")
+    if case["T"] % 2:
+        out = fn(case["T"], case["d"], case["kv_cache"])
+    else:
+        out = fn(case["T"], case["d"], kv_cache=case["kv_cache"])
+    value, type_name = _number(out)
+    return {"flops": value, "flops_type": type_name}
+
+
 GENERATION_BUGS = [
     ("t 从 0 开始数了：第 t 步（t = 1..T）的前缀长度是 t，用 range(1, T + 1)。", known("gen_from_0")),
     ("少算了最后一步：range(1, T) 不含 T，要写 range(1, T + 1)。", known("gen_no_last")),
@@ -63,8 +133,9 @@ GENERATION_FLOPS = Exercise((exact_count("flops", GENERATION_BUGS),), untouched=
                             show=lambda c: f"T={c['T']}, d={c['d']}, kv_cache={c['kv_cache']}")
 
 
-JUDGES = {
-    "flops": FLOPS,
-    "attn_memory": ATTN_MEMORY,
-    "generation_flops": GENERATION_FLOPS,
+# grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
+EXERCISES = {
+    "flops": (Driver(("mha_flops", "attention_flop_share"), _call_flops), FLOPS),
+    "attn_memory": (Driver(("attn_matrix_bytes",), _call_memory), ATTN_MEMORY),
+    "generation_flops": (Driver(("generation_flops",), _call_generation), GENERATION_FLOPS),
 }

@@ -13,6 +13,8 @@ forward are checked for in-place changes; a torch call returning a tensor with a
 being built instead.
 """
 import contextlib
+import sys
+import threading
 
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -143,3 +145,22 @@ def _make_autograd_watch():
 
 
 AutogradUse = _make_autograd_watch()
+
+
+@contextlib.contextmanager
+def threads_started(flags):
+    """flags["used_threads"]: the student's code started a Python thread (the torch modes above see the
+    calling thread only). Seen by threading's profile hook, and by threads still alive afterwards."""
+    before, started = set(sys._current_frames()), []
+
+    def hook(*args):
+        started.append(True)
+        sys.setprofile(None)
+
+    previous = threading.getprofile()
+    threading.setprofile(hook)
+    try:
+        yield
+    finally:
+        threading.setprofile(previous)
+        flags["used_threads"] = bool(started or set(sys._current_frames()) - before)

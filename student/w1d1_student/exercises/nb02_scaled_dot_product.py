@@ -1,7 +1,51 @@
-"""Verdicts of notebook 02 (§2): tables for the engine's staged loop, with the checks only these exercises have."""
+"""Exercises of notebook 02 (§2): attention_forward, attention_backward, numerical_gradient,
+attention_function, init_score_std.
+
+Only inputs and the grader-chosen test functions `f` of numerical_gradient live here; the
+references are on the grader side (autograder/exercises/).
+
+Both backward exercises are hand-written by the formulas of §2.3: while the student's backward runs
+(and, for calls only, the forward that fills its cache), `torch_calls.AutogradUse` watches for autograd
+being reached, and the result carries what it saw under "autograd" (judged in the grader process).
+attention_backward is called by the driver; AttentionFunction.backward is called by autograd's engine,
+so the watch starts in a pre-hook of the output's node and stops in its post-hook, on the thread the
+engine runs the node on, around the student's backward only (the driver's own torch.autograd.grad and
+gradcheck are outside it). Work moved to a Python thread is reported too (the modes see one thread).
+
+Verdicts: tables for the engine's staged loop, with the checks only these exercises have.
+"""
+import functools
+
 import numpy as np
 
+from ..case_inputs import make_f
+from ..driver import Driver, dtype_name, lookup, to_numpy
 from ..engine import MASK_MESSAGES, Exercise, Named, Output, compare, fail, fmt, known
+from ..torch_calls import AutogradUse, threads_started
+
+NOTEBOOK = "02_scaled_dot_product"
+
+
+# attention_forward ───────────────────────────────────────────────────────────
+
+def _args(case):
+    mask = None if case["mask"] is None else case["mask"].copy()
+    return case["Q"].copy(), case["K"].copy(), case["V"].copy(), mask
+
+
+def _changed(args, case):
+    names = ("Q", "K", "V", "mask")
+    return any(a is not None and not np.array_equal(a, case[n]) for a, n in zip(args, names))
+
+
+def _call_forward(ns, case):
+    fn = lookup(ns, "attention_forward")
+    args = _args(case)
+    out = fn(*args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    return {"Y": to_numpy(out[0]), "input_changed": _changed(args, case)}
+
 
 FORWARD_BUGS = [
     ("缺少缩放：分数 QKᵀ 要乘以 1/√d_k。", known("fwd_no_scale")),
@@ -17,6 +61,7 @@ FORWARD_BUGS = [
     (MASK_MESSAGES["ignored"], known("fwd_mask_ignored")),
 ]
 
+
 BATCH_HINT = ("\n提示：这个用例带批维（或 T ≠ S）。x.T 会把所有维度倒过来，只想交换最后两维时要用 "
               "np.swapaxes(x, -1, -2)（torch：x.transpose(-2, -1)）；mask 要能广播到 (...,T,S)。")
 
@@ -28,9 +73,15 @@ def batch_hint(case, out, message):
 
 TRANSPOSE_ERROR = ("这个用例带批维，你的代码在这里报错了：多半是用了 .T。.T 只对二维数组是转置，有批维时它把所有维度倒过来"
                    "（(B,S,d) 变成 (d,S,B)）。只交换最后两维要用 np.swapaxes(x, -1, -2)（torch：x.transpose(-2, -1) 或 x.mT）。")
+
+
 MASK_INDEX_ERROR = ("这个用例的 mask 要广播到 (...,T,S)：S[mask] = -inf 这样的布尔下标要求 mask 和 S 形状完全相同。"
                     "用 np.where(mask, -np.inf, S)（torch：S.masked_fill(mask, float('-inf'))），它们会自动广播。")
+
+
 SHAPE_ERRORS = ("matmul", "could not be broadcast", "must match the size", "cannot be multiplied", "Expected size")
+
+
 INDEX_ERRORS = ("boolean index did not match", "too many indices")
 
 
@@ -55,9 +106,63 @@ ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), dia
                              show=_show_qkv, hint=batch_hint, error=batch_error)
 
 
-# ---------------------------------------------------------------------------------------------
-# backward
-# ---------------------------------------------------------------------------------------------
+# attention_backward ──────────────────────────────────────────────────────────
+
+def _make_by_hand(AutogradUse, threads_started):
+    """`run_by_hand(run)`: a driver that calls `run(ns, case, forward, backward)` with two fresh watches (the
+    forward's sees calls only) inside the check for started threads, and adds what they saw to the result.
+    When the student's code raised after reaching autograd, what it reached is the result. The closure
+    holds its own references to the watch, so rebinding this module's names does not switch it off."""
+
+    def report(forward, backward, flags):
+        return {"autograd": {"forward": forward.report(), "backward": backward.report()},
+                "used_threads": bool(flags.get("used_threads"))}
+
+    def by_hand(run):
+        def call(ns, case):
+            forward, backward, flags = AutogradUse(graph=False), AutogradUse(), {}
+            try:
+                with threads_started(flags):
+                    out = run(ns, case, forward, backward)
+            except Exception:
+                seen = report(forward, backward, flags)
+                if seen["used_threads"] or any(any(kinds.values()) for kinds in seen["autograd"].values()):
+                    return seen  # the use of autograd is the verdict, whatever failed after it
+                raise
+            return {**out, **report(forward, backward, flags)}
+
+        return call
+
+    return by_hand
+
+
+run_by_hand = _make_by_hand(AutogradUse, threads_started)
+
+
+def _watched(use, fn, *args):
+    use.start()
+    try:
+        return fn(*args)
+    finally:
+        use.stop()
+
+
+def _run_backward(ns, case, forward, backward):
+    fwd = lookup(ns, "attention_forward")
+    bwd = lookup(ns, "attention_backward")
+    args = _args(case)
+    out = _watched(forward, fwd, *args)
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
+    Y, cache = out
+    dY = case["dY"].copy()
+    grads = _watched(backward, bwd, dY, cache)
+    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
+        raise TypeError(f"attention_backward 应返回 (dQ, dK, dV) 三个值，得到 {type(grads).__name__}")
+    res = {"Y": to_numpy(Y), "dQ": to_numpy(grads[0]), "dK": to_numpy(grads[1]), "dV": to_numpy(grads[2]),
+           "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
+    return res
+
 
 BACKWARD_BUGS = [
     ("softmax 的反向少了减去 D：S̄ = A ⊙ (Ā − D)，D_i = Σ_j Ā_ij A_ij = ȳ_i·y_i（每行一个标量）。", known("bwd_noD")),
@@ -71,6 +176,7 @@ BACKWARD_BUGS = [
     ("反向里重算 softmax 时漏掉了掩码：被屏蔽的位置 A 必须是 0（最好直接把前向的 A 存进 cache）。",
      known("bwd_unmasked")),
 ]
+
 
 DEAD_KEY_MSG = ("被屏蔽的位置传回了梯度：所有 query 都看不到的 key，它在 dK、dV 里的那一行必须恰好为 0，"
                 "而你的不是（最大绝对值 {:.3g}）。被掩处 A_il = 0，所以 S̄_il = A_il(Ā_il − D_i) = 0。"
@@ -99,6 +205,8 @@ def forward_first(cases, results):
 BY_HAND_MSG = ("反向传播必须按 §2.3 的公式手写：{where}里用到了 autograd（{what}）。"
                "不要在里面调用 torch.autograd.grad、torch.autograd.backward、.backward()、torch.func 的变换（vjp、grad、jacrev、jacfwd），"
                "也不要重建前向让 autograd 求导：用 §2.3 的方框公式直接算出 dQ、dK、dV。本题计 0 分。")
+
+
 THREADS_MSG = ("本题的计算在别的线程里运行了：检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。"
                "请直接计算，不要用 threading / ThreadPoolExecutor。本题计 0 分。")
 
@@ -115,7 +223,7 @@ def _what(seen):
     return "；".join(parts)
 
 
-def by_hand(forward, backward):
+def by_hand_gate(forward, backward):
     """The gate of a hand-written backward: autograd reached while `backward` ran (or called while `forward`
     filled what it uses), or work moved to another thread, costs the exercise (the driver's observations)."""
 
@@ -134,7 +242,7 @@ def by_hand(forward, backward):
     return gate
 
 
-backward_by_hand = by_hand("attention_forward（为 attention_backward 准备 cache 时）", "attention_backward ")
+backward_by_hand = by_hand_gate("attention_forward（为 attention_backward 准备 cache 时）", "attention_backward ")
 
 
 INDEPENDENT = (("autograd", "torch.autograd（float64）", 1e-6, 1e-9), ("finite_differences", "数值微分（中心差分）", 1e-4, 1e-6))
@@ -161,9 +269,17 @@ ATTENTION_BACKWARD = Exercise(
     extras=lambda case, out: dead_keys_get_no_gradient(case, out) or independent_checks(case, {"out": out}))
 
 
-# ---------------------------------------------------------------------------------------------
-# numerical_gradient
-# ---------------------------------------------------------------------------------------------
+# numerical_gradient ──────────────────────────────────────────────────────────
+
+def _call_numgrad(ns, case):
+    fn = lookup(ns, "numerical_gradient")
+    f = make_f(case)
+    x = case["x"].copy()
+    out = fn(f, x) if case["eps"] is None else fn(f, x, eps=case["eps"])
+    changed = not np.array_equal(x, case["x"])
+    return {"grad": to_numpy(out), "input_changed": changed,
+            "input_rounded": changed and np.shape(x) == case["x"].shape and bool(np.allclose(x, case["x"], rtol=1e-12, atol=0))}
+
 
 NUMGRAD_BUGS = [
     ("用了单侧差分 (f(x+ε) − f(x))/ε：误差是 O(ε)。中心差分 (f(x+ε) − f(x−ε))/(2ε) 的误差是 O(ε²)。", "forward"),
@@ -209,9 +325,62 @@ NUMERICAL_GRADIENT = Exercise(
     flags=restored_input, untouched=None)
 
 
-# ---------------------------------------------------------------------------------------------
-# AttentionFunction
-# ---------------------------------------------------------------------------------------------
+# attention_function ──────────────────────────────────────────────────────────
+
+def _watching_backward(use):
+    """`hook(y)`: the class's backward, when autograd's engine runs y's node, runs watched by `use`."""
+
+    def pre(grad_outputs):
+        use.start()
+
+    def post(grad_inputs, grad_outputs):
+        use.stop()
+
+    def hook(y):
+        node = getattr(y, "grad_fn", None)
+        if node is not None:
+            node.register_prehook(pre)
+            node.register_hook(post)
+        return y
+
+    return hook
+
+
+def _run_function(ns, case, forward, backward):
+    """Calls torch's own Function.apply on the class (an overridden `apply` is not used) and reports
+    whether the output's grad_fn is the class's own node, so the backward that runs is the student's;
+    the class's forward runs watched by `forward`, its backward by `backward` (module docstring)."""
+    import torch
+
+    hook = _watching_backward(backward)
+    cls = lookup(ns, "AttentionFunction")
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise TypeError(f"AttentionFunction 应继承 torch.autograd.Function，得到 {cls!r}")
+    base_apply = torch.autograd.Function.__dict__["apply"].__func__
+    if getattr(cls.apply, "__func__", None) is not base_apply:
+        return {"apply_overridden": True}
+    plain = functools.partial(base_apply, cls)  # torch's own apply: the class's forward and backward run
+
+    def apply(*args):
+        return hook(_watched(forward, plain, *args))
+
+    dt = {"float64": torch.float64, "float32": torch.float32}[case["dtype"]]
+    q, k, v = (torch.tensor(case[n], dtype=dt, requires_grad=True) for n in ("Q", "K", "V"))
+    mask = None if case["mask"] is None else torch.tensor(case["mask"], dtype=torch.bool)
+    y = apply(q, k, v, mask)
+    if getattr(type(y.grad_fn), "_forward_cls", None) is not cls:
+        return {"apply_overridden": False, "own_node": False}
+    dy = torch.tensor(case["dY"], dtype=dt)
+    dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
+    out = {"Y": to_numpy(y), "dQ": to_numpy(dq), "dK": to_numpy(dk), "dV": to_numpy(dv),
+           "Y_dtype": dtype_name(y), "dQ_dtype": dtype_name(dq), "dK_dtype": dtype_name(dk),
+           "dV_dtype": dtype_name(dv), "apply_overridden": False, "own_node": True}
+    if case["gradcheck"]:
+        inputs = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (mask,)
+        ok = torch.autograd.gradcheck(apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
+        out["gradcheck"] = bool(ok)
+    return out
+
 
 FUNCTION_BUGS = BACKWARD_BUGS + FORWARD_BUGS
 
@@ -258,12 +427,21 @@ ATTENTION_FUNCTION = Exercise(
     diagnoses=FUNCTION_BUGS, show=lambda c: _show_qkv(c) + f"，dtype {c['dtype']}", hint=batch_hint,
     flags=own_autograd_node, error=lambda case, res: function_error(case, res) or batch_error(case, res),
     extras=function_extras, untouched=None,
-    gate=by_hand("AttentionFunction.forward ", "AttentionFunction.backward "))
+    gate=by_hand_gate("AttentionFunction.forward ", "AttentionFunction.backward "))
 
 
-# ---------------------------------------------------------------------------------------------
-# init_score_std
-# ---------------------------------------------------------------------------------------------
+# init_score_std ──────────────────────────────────────────────────────────────
+
+def _call_init(ns, case):
+    fn = lookup(ns, "init_score_std")
+    if case["input_var"] is None:
+        out = fn(case["d"], case["weight_bound"])
+    else:
+        out = fn(case["d"], case["weight_bound"], case["input_var"])
+    is_number = isinstance(out, (int, float, np.floating, np.integer)) and not isinstance(out, bool)
+    is_number = is_number or (isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in "iuf")
+    return {"std": to_numpy(out), "is_number": is_number}
+
 
 INIT_BUGS = [
     ("U(−b, b) 的方差是 b²/3，不是 b²（nn.Linear 默认 b = 1/√d 时方差是 1/(3d)，不是 1/d）。", known("init_var_b2")),
@@ -291,10 +469,11 @@ INIT_SCORE_STD = Exercise((Output("std", answer="init", tol=(1e-9, 1e-12)),), di
                           extras=a_python_float, untouched=None)
 
 
-JUDGES = {
-    "attention_forward": ATTENTION_FORWARD,
-    "attention_backward": ATTENTION_BACKWARD,
-    "numerical_gradient": NUMERICAL_GRADIENT,
-    "attention_function": ATTENTION_FUNCTION,
-    "init_score_std": INIT_SCORE_STD,
+# grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
+EXERCISES = {
+    "attention_forward": (Driver(("attention_forward",), _call_forward), ATTENTION_FORWARD),
+    "attention_backward": (Driver(("attention_backward",), run_by_hand(_run_backward)), ATTENTION_BACKWARD),
+    "numerical_gradient": (Driver(("numerical_gradient",), _call_numgrad), NUMERICAL_GRADIENT),
+    "attention_function": (Driver(("AttentionFunction",), run_by_hand(_run_function)), ATTENTION_FUNCTION),
+    "init_score_std": (Driver(("init_score_std",), _call_init), INIT_SCORE_STD),
 }

@@ -1,4 +1,9 @@
-"""Verdicts of notebook 03 (§3): masks, masked softmax, and the left-padding NaN trap.
+"""Exercises of notebook 03 (§3): causal_mask, padding_mask, attention_mask, masked_softmax, leftpad_safe.
+
+Cases are plain data; `run` builds the torch inputs, calls the student's function on copies and
+sends back numpy outputs, dtype names and flags. No reference implementation lives here.
+
+Verdicts: masks, masked softmax, and the left-padding NaN trap.
 
 Tables for the engine's staged loop (errors first, then the bugs consistent with every case). A
 mismatch shows the smallest slice that differs: a mask as a grid of · (kept) and ✗ (blocked), a
@@ -7,20 +12,56 @@ tensor as its first differing sample.
 import numpy as np
 
 from ..case_inputs import ms_inputs
+from ..driver import Driver, dtype_name, lookup, to_numpy
 from ..engine import Exercise, Output, close, fail, fmt, known, raised, shown_only_public
 
-INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
-OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
-                 "用 torch.finfo(scores.dtype).min，它总是和分数同一个 dtype。")
-NOT_TENSOR = "应返回 torch.Tensor（torch 练习），你返回的不是张量。"
-DTYPE_HINT = "掩码要用 dtype=torch.bool：masked_fill 和本课程的约定都要求布尔掩码，True = 屏蔽。"
+NOTEBOOK = "03_masks"
+
+
+# causal_mask ─────────────────────────────────────────────────────────────────
+
+def _is_tensor(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "detach")
+
+
+def _mask_out(m):
+    return {"m": to_numpy(m), "m_dtype": dtype_name(m), "m_is_tensor": _is_tensor(m)}
+
+
+def _call_causal(ns, case):
+    return _mask_out(lookup(ns, "causal_mask")(case["T"]))
+
+
 INVERTED = "约定反了：本课程的布尔掩码 True = 屏蔽；你按 True = 允许（SDPA 的约定，§A.3）处理了。"
+
+
 DIAG0 = ("对角线也被屏蔽了：triu 要写 diagonal=1（严格上三角）。diagonal=0 把每个 query 自己也屏蔽掉，"
          "第一行整行被掩，softmax 得到 NaN（§3.4、§A.4）。")
-GRAD_MISSING = "梯度没有传回输入：是不是用了 .detach()、.numpy()、torch.no_grad() 或新建了张量？结果要能反向传播。"
 
 
-# ----------------------------------------------------------------- display and shared checks
+INPUT_CHANGED = "你的函数修改了输入（张量或 lengths）。函数不能原地修改输入：别用 masked_fill_ 之类带下划线的原地操作改参数，先 clone。"
+
+
+DTYPE_HINT = "掩码要用 dtype=torch.bool：masked_fill 和本课程的约定都要求布尔掩码，True = 屏蔽。"
+
+
+OVERFLOW_HINT = ("填充值超出了分数 dtype 的表示范围（例如在 fp16 里用 -1e9，或把 float64 的 finfo.min 用在 float32 上）。"
+                 "用 torch.finfo(scores.dtype).min，它总是和分数同一个 dtype。")
+
+
+def _overflow(case, res):
+    """The student's error, with a hint when the fill value overflowed the scores' dtype."""
+    if isinstance(res, dict) and "overflow" in str(res.get("error", "")):
+        return fail(f"{raised(case['stage'], res).message}\n提示：{OVERFLOW_HINT}")
+    return None
+
+
+NOT_TENSOR = "应返回 torch.Tensor（torch 练习），你返回的不是张量。"
+
+
+def _tensor(case, out):
+    """A torch tensor (checked after every case's values: a numpy mask with right values says so)."""
+    return None if out.get("m_is_tensor") else fail(f"【{case['stage']}】{NOT_TENSOR}")
 
 
 def first_bad(got, want, lead, rtol=0.0, atol=0.0):
@@ -50,26 +91,6 @@ def side_by_side(want, got, axes="行 = query，列 = key"):
     return "\n".join(lines) + f"\n  （✗ = True = 屏蔽，· = 保留；{axes}）"
 
 
-def _want_got(name, want, got, where="", note=""):
-    return (f"期望的 {name}{where}{note}：\n{fmt(want, max_items=80)}\n"
-            f"你的 {name}：\n{fmt(got, max_items=80)}")
-
-
-def _overflow(case, res):
-    """The student's error, with a hint when the fill value overflowed the scores' dtype."""
-    if isinstance(res, dict) and "overflow" in str(res.get("error", "")):
-        return fail(f"{raised(case['stage'], res).message}\n提示：{OVERFLOW_HINT}")
-    return None
-
-
-# ----------------------------------------------------------------- the three mask builders
-
-
-def _tensor(case, out):
-    """A torch tensor (checked after every case's values: a numpy mask with right values says so)."""
-    return None if out.get("m_is_tensor") else fail(f"【{case['stage']}】{NOT_TENSOR}")
-
-
 def _mask_grid(show, names=(), axes="行 = query，列 = key"):
     """The render of a wrong mask: the inputs, then expected and got side by side (first differing slice)."""
     def render(case, want, got):
@@ -93,6 +114,28 @@ causal_mask = mask_exercise([
 ], show=lambda c: f"T={c['T']}")
 
 
+# padding_mask ────────────────────────────────────────────────────────────────
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _call_padding(ns, case):
+    torch = _torch()
+    fn = lookup(ns, "padding_mask")
+    if case["as"] == "tensor":
+        lengths = torch.tensor(case["lengths"], dtype=torch.int64)
+        before = lengths.clone()
+    else:
+        lengths = [int(n) for n in case["lengths"]]
+        before = list(lengths)
+    out = fn(lengths, case["T"]) if case["side"] is None else fn(lengths, case["T"], side=case["side"])
+    changed = (not torch.equal(lengths, before)) if case["as"] == "tensor" else lengths != before
+    return {**_mask_out(out), "input_changed": bool(changed)}
+
+
 def _padding_show(c):
     return (f"lengths={[int(n) for n in c['lengths']]}（{'1 维 tensor' if c['as'] == 'tensor' else 'list'}）, "
             f"T={c['T']}, side={c['side']!r}")
@@ -108,8 +151,21 @@ padding_mask = mask_exercise([
      known("off_by_one")),
 ], show=_padding_show, shape_note="应是 (B, T)：每个样本一行。", axes="行 = 样本，列 = 位置")
 
+
+# attention_mask ──────────────────────────────────────────────────────────────
+
+def _call_attention_mask(ns, case):
+    torch = _torch()
+    fn = lookup(ns, "attention_mask")
+    kp = torch.from_numpy(case["kp"].copy())
+    out = fn(kp) if case["causal"] is None else fn(kp, causal=case["causal"])
+    changed = not np.array_equal(kp.numpy(), case["kp"])
+    return {**_mask_out(out), "input_changed": bool(changed)}
+
+
 QUERY_AXIS = ("padding 屏蔽在了 query 那一维（行）：应屏蔽 key 那一维（列）——pad 不能被任何 query 看到；"
               "pad 自己作为 query 的输出留给损失的 ignore_index 去丢掉（§3.2）。")
+
 
 attention_mask = mask_exercise([
     ("用了逻辑与（&）：因果掩码和 padding 掩码要用逻辑或（|）合并——任何一个说「屏蔽」就屏蔽。", known("and")),
@@ -126,20 +182,32 @@ attention_mask = mask_exercise([
 ], show=lambda c: f"causal={c['causal']}, key_padding（行 = 样本，✗ = pad）：\n" + "\n".join(grid(c["kp"])),
    names=("样本 b", "头"), shape_note="应是 (B, 1, T, T)：中间的 1 是留给头那一维的广播维。")
 
-# ----------------------------------------------------------------- masked_softmax
 
-FULL_ROW_NAN = ("整行被屏蔽的行出现了 NaN：用 -inf 填充（或先乘掩码再除以行和）时，整行被屏蔽就是 0/0 = NaN（§3.4）。"
-                "用有限的 torch.finfo(dtype).min 填充（masked_fill），或者单独把整行被屏蔽的行置 0。")
-GRAD_NAN = ("前向结果有限，但梯度里有 NaN：NaN 只是在前向被「擦掉」了（nan_to_num / where），反向仍要经过 0/0 的那一步，"
-            "而 NaN × 0 = NaN。让 NaN 根本不出现：用 masked_fill 填有限的 torch.finfo(dtype).min，不要在分数上加 -inf。")
+# masked_softmax ──────────────────────────────────────────────────────────────
+
+_DTYPES = {"float32": "float32", "float64": "float64"}
+
+
+def _call_masked_softmax(ns, case):
+    torch = _torch()
+    fn = lookup(ns, "masked_softmax")
+    dtype = getattr(torch, _DTYPES[case["dtype"]])
+    leaf = torch.tensor(case["scores"], dtype=dtype, requires_grad=True)
+    scores = leaf.clone()  # non-leaf: an in-place edit is allowed by autograd and detected below
+    mask = torch.from_numpy(case["mask"].copy())
+    p = fn(scores, mask)
+    changed = (not torch.equal(scores.detach(), leaf.detach())) or not np.array_equal(mask.numpy(), case["mask"])
+    out = {"p": to_numpy(p), "p_dtype": dtype_name(p), "input_changed": bool(changed)}
+    if getattr(p, "requires_grad", False) and tuple(p.shape) == case["g"].shape:
+        (p * torch.tensor(case["g"], dtype=p.dtype)).sum().backward()
+    grad = leaf.grad
+    out["grad_missing"] = grad is None
+    out["grad"] = np.zeros(case["scores"].shape) if grad is None else to_numpy(grad)
+    return out
 
 
 def _tol(c):
     return (1e-4, 1e-6) if c["dtype"] == "float32" else (1e-7, 1e-10)
-
-
-def _grad_tol(c):
-    return tuple(10 * t for t in _tol(c))
 
 
 def _kept_rows(c, arr):
@@ -148,16 +216,23 @@ def _kept_rows(c, arr):
     return np.asarray(arr)[~m.all(-1)]
 
 
+AFTER = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
+         "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
+
+
+AXIS = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
+
+
+def _want_got(name, want, got, where="", note=""):
+    return (f"期望的 {name}{where}{note}：\n{fmt(want, max_items=80)}\n"
+            f"你的 {name}：\n{fmt(got, max_items=80)}")
+
+
 def _ms_show(c):
     s, _ = ms_inputs(c)
     m = np.asarray(c["mask"])
     mtxt = "\n" + "\n".join(grid(m)) if m.ndim <= 2 else f"（形状 {m.shape}）"
     return f"scores.shape={s.shape}, dtype={c['dtype']}, mask.shape={m.shape} {mtxt}"
-
-
-AFTER = ("在 softmax 之后才屏蔽：softmax 已经把被屏蔽位置的 exp 算进了分母，置 0 之后每行的和不再是 1，"
-         "而且未来/pad 的分数仍通过分母影响结果（§3.1）。先屏蔽分数，再做 softmax。")
-AXIS = "归一化的维度不对：softmax 沿最后一维（key）做，dim=-1。"
 
 
 def _shown(c, got, want):
@@ -174,6 +249,27 @@ def _ms_render(name, scale=1):
         idx = first_bad(got, shown, got.ndim - 2, rtol * scale, atol * scale)
         return f"输入：{_ms_show(c)}\n{_want_got(name, shown[idx], got[idx], _where(idx, ('b', 'h')))}"
     return render
+
+
+GRAD_MISSING = "梯度没有传回输入：是不是用了 .detach()、.numpy()、torch.no_grad() 或新建了张量？结果要能反向传播。"
+
+
+FULL_ROW_NAN = ("整行被屏蔽的行出现了 NaN：用 -inf 填充（或先乘掩码再除以行和）时，整行被屏蔽就是 0/0 = NaN（§3.4）。"
+                "用有限的 torch.finfo(dtype).min 填充（masked_fill），或者单独把整行被屏蔽的行置 0。")
+
+
+GRAD_NAN = ("前向结果有限，但梯度里有 NaN：NaN 只是在前向被「擦掉」了（nan_to_num / where），反向仍要经过 0/0 的那一步，"
+            "而 NaN × 0 = NaN。让 NaN 根本不出现：用 masked_fill 填有限的 torch.finfo(dtype).min，不要在分数上加 -inf。")
+
+
+def _grad_tol(c):
+    return tuple(10 * t for t in _tol(c))
+
+
+_MS_GRAD = Output("grad", tol=_grad_tol, view=_kept_rows,
+                  fallback="前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
+                           "或把一部分结果 detach 了？",
+                  render=_ms_render("scores.grad", scale=10))
 
 
 def _ms_rows(c, out):
@@ -202,11 +298,6 @@ def _ms_rows(c, out):
     return _MS_GRAD.check(c["stage"], c, out, masked_softmax, ())
 
 
-_MS_GRAD = Output("grad", tol=_grad_tol, view=_kept_rows,
-                  fallback="前向对了，但 scores 的梯度不对（上游梯度为给定的随机张量）：是不是用了原地操作，"
-                           "或把一部分结果 detach 了？",
-                  render=_ms_render("scores.grad", scale=10))
-
 masked_softmax = Exercise(
     (Output("p", tol=_tol, view=_kept_rows, name="输出", same_as="scores", dtype=lambda c: c["dtype"], nan_matches=True,
             fallback="有可看 key 的行与参考答案不一致。", render=_ms_render("p")),),
@@ -219,17 +310,36 @@ masked_softmax = Exercise(
     error=_overflow, extras=_ms_rows, untouched=INPUT_CHANGED, narrow=True, errors_first=True)
 
 
-# ----------------------------------------------------------------- leftpad_safe
+# leftpad_safe ────────────────────────────────────────────────────────────────
 
-LP_NAN = ("输出里有 NaN/inf（在 pad 行）：左补齐 + 因果掩码时，pad query 能看的 key 全是 pad，整行被屏蔽，"
-          "-inf 填充给出 0/0 = NaN（§3.4）。三种修法：有限填充 torch.finfo(dtype).min；让 pad query 能看到自己"
-          "（放开对角线）；或单独处理整行被掩的行。")
-LP_GRAD_NAN = ("输出有限，但梯度里有 NaN：pad 行的 NaN 只是在前向被擦掉了，反向 V̄ = Aᵀ Ȳ 里 pad 行的 A 仍是 NaN，"
-               "即使 Ȳ 在那里是 0，NaN × 0 = NaN，于是 V̄ 的每一行都被污染（§3.4）。要让 NaN 根本不出现：有限填充或放开对角线。")
+def _call_leftpad(ns, case):
+    torch = _torch()
+    fn = lookup(ns, "safe_causal_attention")
+    dtype = getattr(torch, _DTYPES[case["dtype"]])
+    leaves = [torch.tensor(case[n], dtype=dtype, requires_grad=True) for n in ("q", "k", "v")]
+    args = [t.clone() for t in leaves]
+    kp = torch.from_numpy(case["kp"].copy())
+    y = fn(*args, kp)
+    changed = any(not torch.equal(a.detach(), t.detach()) for a, t in zip(args, leaves))
+    changed = changed or not np.array_equal(kp.numpy(), case["kp"])
+    out = {"y": to_numpy(y), "y_dtype": dtype_name(y), "input_changed": bool(changed)}
+    if getattr(y, "requires_grad", False) and tuple(y.shape) == case["gy"].shape:
+        y.backward(torch.tensor(case["gy"], dtype=y.dtype))
+    missing = []
+    for name, t in zip(("dq", "dk", "dv"), leaves):
+        if t.grad is None:
+            missing.append(name)
+            out[name] = np.zeros(case[name[1]].shape)
+        else:
+            out[name] = to_numpy(t.grad)
+    out["grad_missing"] = ",".join(missing)
+    return out
 
 
 LP_SEES_PAD = ("真实 query 看到了 pad key：padding 要屏蔽 key 那一维（列），不是 query 那一维（行）——也别把它漏掉。"
                "真实 token 的输出里不能混进 pad 的内容。")
+
+
 LP_COL0 = ("为了避免整行被掩放开了第 0 列：左补齐时位置 0 是 pad，真实 query 也就看到了它。只放开对角线"
            "（pad query 看自己），或用有限的 finfo.min 填充。")
 
@@ -250,6 +360,28 @@ def _lp_render(c, want, y):
     (b,) = first_bad(y, shown, 1, *_tol(c))
     return (f"输入：{_lp_show(c, b)}\n"
             + _want_got("y", shown[b], y[b], f"（样本 b={b}）", "（pad 行不检查，按你的值显示）"))
+
+
+LP_NAN = ("输出里有 NaN/inf（在 pad 行）：左补齐 + 因果掩码时，pad query 能看的 key 全是 pad，整行被屏蔽，"
+          "-inf 填充给出 0/0 = NaN（§3.4）。三种修法：有限填充 torch.finfo(dtype).min；让 pad query 能看到自己"
+          "（放开对角线）；或单独处理整行被掩的行。")
+
+
+LP_GRAD_NAN = ("输出有限，但梯度里有 NaN：pad 行的 NaN 只是在前向被擦掉了，反向 V̄ = Aᵀ Ȳ 里 pad 行的 A 仍是 NaN，"
+               "即使 Ȳ 在那里是 0，NaN × 0 = NaN，于是 V̄ 的每一行都被污染（§3.4）。要让 NaN 根本不出现：有限填充或放开对角线。")
+
+
+def _lp_grad(name):
+    """A gradient compared on every row (pad rows included) when pad rows get no upstream gradient."""
+    def render(c, want, got):
+        (b,) = first_bad(got, want, 1, *_grad_tol(c))
+        return f"输入：{_lp_show(c, b)}\n" + _want_got(name, want[b], got[b], f"（样本 b={b}）")
+    return Output(name, tol=_grad_tol, render=render,
+                  fallback=f"输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
+                           "pad key 不该收到任何梯度。")
+
+
+_LP_GRADS = tuple(_lp_grad(name) for name in ("dv", "dk", "dq"))
 
 
 def _lp_gradients(c, out):
@@ -276,18 +408,6 @@ def _lp_gradients(c, out):
     return None
 
 
-def _lp_grad(name):
-    """A gradient compared on every row (pad rows included) when pad rows get no upstream gradient."""
-    def render(c, want, got):
-        (b,) = first_bad(got, want, 1, *_grad_tol(c))
-        return f"输入：{_lp_show(c, b)}\n" + _want_got(name, want[b], got[b], f"（样本 b={b}）")
-    return Output(name, tol=_grad_tol, render=render,
-                  fallback=f"输出对了，但 {name} 不对。pad 行的上游梯度为 0 时，梯度应与参考实现完全相同，"
-                           "pad key 不该收到任何梯度。")
-
-
-_LP_GRADS = tuple(_lp_grad(name) for name in ("dv", "dk", "dq"))
-
 leftpad_safe = Exercise(
     (Output("y", tol=_tol, view=_real_rows, name="输出", dtype=lambda c: c["dtype"], same_as="q", nan_matches=True,
             fallback="真实位置上的输出与参考答案不一致。", render=_lp_render),),
@@ -303,10 +423,11 @@ leftpad_safe = Exercise(
     error=_overflow, extras=_lp_gradients, untouched=INPUT_CHANGED, narrow=True, errors_first=True)
 
 
-JUDGES = {
-    "causal_mask": causal_mask,
-    "padding_mask": padding_mask,
-    "attention_mask": attention_mask,
-    "masked_softmax": masked_softmax,
-    "leftpad_safe": leftpad_safe,
+# grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
+EXERCISES = {
+    "causal_mask": (Driver(("causal_mask",), _call_causal), causal_mask),
+    "padding_mask": (Driver(("padding_mask",), _call_padding), padding_mask),
+    "attention_mask": (Driver(("attention_mask",), _call_attention_mask), attention_mask),
+    "masked_softmax": (Driver(("masked_softmax",), _call_masked_softmax), masked_softmax),
+    "leftpad_safe": (Driver(("safe_causal_attention",), _call_leftpad), leftpad_safe),
 }

@@ -86,6 +86,19 @@ def test_points_follow_the_authoring_table():
     assert sum(table[("02", "attention_backward")]) > sum(table[("01", "softmax")])
 
 
+def test_the_authoring_table_is_the_one_generated_from_the_notebooks():
+    """Points are typed once, in the notebook: `python tools/points_table.py` writes the table and its totals."""
+    from tools import points_table
+
+    text = points_table.AUTHORING.read_text(encoding="utf-8")
+    assert points_table.rendered(text) == text, "run: .venv/bin/python tools/points_table.py"
+    lines = [line for line in points_table.rendered(text.replace("| 03 | `padding_mask` | 1 + 1 |", "| 03 | `padding_mask` | 9 + 9 |")
+                                                     .replace("| 05 | `attn_memory` | 1 + 1 | one product |\n", "")).splitlines()
+             if "padding_mask" in line or "attn_memory" in line]
+    assert lines == ["| 03 | `padding_mask` | 1 + 1 | a comparison with `arange`, two sides |",
+                     "| 05 | `attn_memory` | 1 + 1 | 练习 2：`attn_matrix_bytes` |"], lines
+
+
 def test_points_stated_in_headings_match_the_metadata():
     """A heading "（a + b 分）" states the public + hidden points of the exercise that follows it."""
     import re

@@ -8,10 +8,9 @@ modes off), and the exercise gets 0 with a reason. It sees what is written, not 
 code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
 """
 import ast
-import functools
 
-from IPython.core.inputtransformer2 import TransformerManager
 from w1d1_student.cell_scope import copy_of
+from w1d1_student.cell_source import tree as _tree
 
 # grade_id -> [(part of a torch name, how the course calls that API)]: every torch name holding the part
 # counts (`_scaled_dot_product_attention_math`, `_native_multi_head_attention`, …)
@@ -27,20 +26,6 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
                    "_len_torch_function_stack", "_get_current_dispatch_mode_stack",
                    # ways around it: a tensor subclass's handler runs with the modes off; a raw thread
                    "__torch_function__", "__torch_dispatch__", "_thread", "start_new_thread", "_start_new_thread")
-
-_transformer = TransformerManager()
-
-
-@functools.lru_cache(maxsize=4096)
-def _tree(source, ipython=True):
-    """The cell's syntax tree (IPython syntax allowed); a string inside a cell is read as plain Python, so
-    prose ending in `name?` is not taken for a help request. None when it is not code. Cached: every
-    exercise of a notebook reads the same cells (the trees are only read, never changed)."""
-    try:
-        return ast.parse(_transformer.transform_cell(source) if ipython else source)
-    except (SyntaxError, ValueError):
-        return None  # it does not run either: the check finds nothing to grade
-
 
 def _strings(tree):
     """(line, text) of the strings that may be code: not statements by themselves (docstrings)."""

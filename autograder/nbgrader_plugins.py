@@ -3,7 +3,6 @@
 Configured in nbgrader_config.py, so `nbgrader autograde` in this repo grades exactly like
 `python -m autograder grade`.
 """
-import ast
 import json
 import time
 
@@ -15,6 +14,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
+from w1d1_student.cell_source import check_calls
 
 from . import forbidden_calls, provenance
 from .checks import judge_payload
@@ -226,21 +226,6 @@ class SandboxedExecute(Execute):
         # an update rewrites outputs already kept: it pays like a new output of the running cell
         if not self._replaying and self._current is not None and self._admit(msg.get("content", {}), self._current):
             super()._update_display_id(display_id, msg)
-
-
-def check_calls(source):
-    """The (grade_id, hidden) pairs a test cell's source asks for."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    calls = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
-            if isinstance(node.args[0], ast.Constant):
-                hidden = any(k.arg == "hidden" and getattr(k.value, "value", False) for k in node.keywords)
-                calls.append((node.args[0].value, bool(hidden)))
-    return calls
 
 
 def _payloads(cell):

@@ -11,7 +11,6 @@ button included) repair every submission the same way.
 - copies of an answer cell (split or pasted) stay where they are and run there, as at home; copies
   of a test or locked cell are ignored; cell ids are unique; the kernel is the course's.
 """
-import ast
 import copy
 import math
 import re
@@ -19,6 +18,7 @@ import uuid
 
 import nbformat
 from w1d1_student.cell_scope import COPY_KEY, OWN_KEY, copy_of
+from w1d1_student.cell_source import check_calls
 
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
 META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
@@ -125,17 +125,9 @@ def _signatures(source):
 
 
 def _check_target(source):
-    """The grade_id a test cell's check("…") names, or None."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
-            if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                hidden = any(k.arg == "hidden" for k in node.keywords)
-                return "test_" + node.args[0].value + ("__hidden" if hidden else "")
-    return None
+    """The grade_id a test cell's first check("…") names, or None."""
+    calls = check_calls(source)
+    return None if not calls else "test_" + calls[0][0] + ("__hidden" if calls[0][1] else "")
 
 
 def _answer_by_signature(cell, answers, present):

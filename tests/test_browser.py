@@ -12,9 +12,9 @@ import re
 
 import nbformat
 import pytest
+from w1d1_student.cell_source import check_calls
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR, available_notebooks
-from autograder.nbgrader_plugins import check_calls
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ROOT, Notebook, copy_notebooks, ensure_chromium, lab_server
 from tools.build_site import execute_release, figure_cells
 

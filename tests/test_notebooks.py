@@ -9,11 +9,11 @@ import struct
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from w1d1_student.cell_source import check_calls
 from w1d1_student.runner import CASES_ENV
 
 from autograder.checks import case_file_data
 from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR, available_notebooks
-from autograder.nbgrader_plugins import check_calls
 from tests.explorer_calls import explorer_calls
 
 MAX_FIGURE_PX = 1000  # 10 inches at the inline backend's 100 dpi: no figure is shrunk in the notebook

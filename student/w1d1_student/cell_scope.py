@@ -13,6 +13,7 @@ import re
 import sys
 from collections import Counter
 
+from .cell_source import tree
 from .registry import NOTEBOOK_OF
 
 # cell metadata only the grader writes (intake clears any a student sent): {COPY_KEY: grade_id} marks a
@@ -103,12 +104,7 @@ def python_in_namespace(source):
 def parse_in_namespace(source):
     """The syntax tree of what a cell runs in the notebook's namespace (IPython's transforms applied,
     the body of %%time and the like); None when that is not Python."""
-    try:
-        from IPython.core.inputtransformer2 import TransformerManager
-
-        return ast.parse(TransformerManager().transform_cell(python_in_namespace(source)))
-    except (SyntaxError, ImportError, ValueError):
-        return None
+    return tree(python_in_namespace(source))
 
 
 class _Binder(ast.NodeVisitor):

@@ -329,9 +329,9 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
         if "-f" in cmd:  # the grader's python, quiet banner
-            # the exercise modules (drivers) imported before the first cell: no student code can rebind their watches first
+            # the registry (every driver) imported before the first cell: no student code can rebind their watches first
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL",
-                   "--IPKernelApp.exec_lines=__import__('w1d1_student.exercises') and None"]  # binds no name
+                   "--IPKernelApp.exec_lines=__import__('w1d1_student.registry') and None"]  # binds no name
         env = dict(kw.get("env") or os.environ)
         if self._case_dir is None:
             self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))

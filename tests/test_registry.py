@@ -43,7 +43,7 @@ def test_every_exercise_has_driver_cases_answers_and_judge():
 def test_each_side_has_one_module_per_notebook_named_after_it():
     """The student module of a notebook declares it (NOTEBOOK) and is named after it, and so is the grader's
     module of the same exercises: one notebook, one module on each side, the same exercises in both."""
-    from w1d1_student.exercises import MODULES
+    from w1d1_student.registry import MODULES
 
     from autograder import exercises
 

@@ -3,9 +3,15 @@
 NOTEBOOK_OF: grade_id -> the notebook it belongs to; `driver` and `judge` give an exercise's driver and
 verdict table. The grader's half of an exercise (cases and answer key) is in the module of the same name
 under `autograder/exercises/`.
-"""
-from .exercises import MODULES
 
+Every module is imported here, before any code of the student's can reach one of them: a driver captures
+its watches (torch_calls.watching, AutogradUse) by value when it is imported, so a student who rebinds an
+attribute of torch_calls first would otherwise blind a driver imported later. (A grading kernel imports
+this module before the first cell: autograder/sandbox.py; `check` imports it with the package.)
+"""
+from .exercises import nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api
+
+MODULES = (nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api)
 NOTEBOOK_OF = {gid: module.NOTEBOOK for module in MODULES for gid in module.EXERCISES}
 _MODULE_OF = {gid: module for module in MODULES for gid in module.EXERCISES}
 

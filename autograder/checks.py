@@ -68,7 +68,7 @@ class Oracle(Mapping):
 
 
 def with_answers(grade_id, cases):
-    """Copies of the cases, each with its `_oracle` (lazy: only what the judge asks for is computed)."""
+    """Copies of the cases, each with its `_oracle` (lazy: only what the verdict table asks for is computed)."""
     table = answers_of(grade_id)
     out = []
     for case in cases:

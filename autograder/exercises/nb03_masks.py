@@ -203,7 +203,7 @@ def lp_mask(kp, T):
 
 
 def lp_attention(c, mask_fn=lp_mask, after=False, scale=True):
-    """Batched attention weights in float64; the judge never looks at pad query rows of the output."""
+    """Batched attention weights in float64; the verdict table never looks at pad query rows of the output."""
     q, k, _, kp, _ = lp_inputs(c)
     mask = mask_fn(kp, q.shape[1])
     S = q @ np.swapaxes(k, 1, 2) / (np.sqrt(q.shape[-1]) if scale else 1.0)

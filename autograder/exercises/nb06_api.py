@@ -3,7 +3,7 @@
 Cases: plain data the student's code runs on, made from the run's seed (they travel to the kernel as data).
 Answers: SDPA, KV-cache decoding, nn.MultiheadAttention — references and known bugs.
 
-A buggy reference may leave NaN in rows where its mask blocks every key; the judge ignores those rows.
+A buggy reference may leave NaN in rows where its mask blocks every key; the verdict table ignores those rows.
 """
 import numpy as np
 

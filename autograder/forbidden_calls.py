@@ -18,14 +18,28 @@ FORBIDDEN_APIS = {
     "mha": [("scaled_dot_product", "F.scaled_dot_product_attention"),
             ("multi_head_attention", "F.multi_head_attention_forward"),
             ("MultiheadAttention", "nn.MultiheadAttention"),
-            ("Transformer", "nn.Transformer…（其中的 self_attn 就是 nn.MultiheadAttention）")],
+            ("Transformer", "nn.Transformer…（其中的 self_attn 就是 nn.MultiheadAttention）"),
+            ("flex_attention", "flex_attention"), ("math_attention", "flex_attention 的 math_attention"),
+            ("_higher_order_ops", "torch._higher_order_ops（flex_attention 等现成的注意力）")],
 }
 MACHINERY_MODULES = ("w1d1_student", "autograder")
 MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_mode",
                    "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_disable_current_modes",
                    "_len_torch_function_stack", "_get_current_dispatch_mode_stack",
                    # ways around it: a tensor subclass's handler runs with the modes off; a raw thread
-                   "__torch_function__", "__torch_dispatch__", "_thread", "start_new_thread", "_start_new_thread")
+                   "__torch_function__", "__torch_dispatch__", "_thread", "start_new_thread", "_start_new_thread",
+                   # reaching the checking code's objects without naming its modules: a function's module
+                   # globals (`check.__globals__`), the callers' frames and their locals, closures, the heap
+                   "__globals__", "__closure__", "cell_contents", "_getframe", "currentframe", "_current_frames",
+                   "f_locals", "f_globals", "f_back", "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame",
+                   "getouterframes", "getinnerframes", "getargvalues", "get_referrers", "get_referents", "get_objects",
+                   "AutogradUse",
+                   # making later cells read differently here than they run in the kernel
+                   "input_transformers_cleanup", "input_transformers_post", "input_transformer_manager",
+                   "ast_transformers")
+# parts of a name: every torch function that pushes, pops or reads the function and dispatch mode stacks
+MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", "_torch_function_stack",
+                   "_torch_dispatch_stack", "_disable_current_modes")
 
 def _strings(tree):
     """(line, text) of the strings that may be code: not statements by themselves (docstrings)."""
@@ -51,18 +65,27 @@ def _names(node):
         yield node.name
 
 
+def _parsed(source, ipython):
+    """The cell's tree; for code held in a string (ipython=None) plain Python first, so prose ending in `name?`
+    is no help request, and IPython's transforms when it is not plain Python (a `%%time` body with a line
+    magic runs in the kernel all the same)."""
+    if ipython is None:
+        return _tree(source, ipython=False) or _tree(source, ipython=True)
+    return _tree(source, ipython)
+
+
 def machinery_uses(source, ipython=True):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
     prose mentions the grader (a docstring, an error message)."""
-    tree = _tree(source, ipython)
+    tree = _parsed(source, ipython)
     if tree is None:
         return []
-    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=False)[:1]]
+    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=None)[:1]]
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         for name in _names(node):
-            if name in MACHINERY_MODULES or name in MACHINERY_NAMES:
+            if name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS):
                 found.append((line, name))
         if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
                 and node.value.id == "sys"):
@@ -106,7 +129,7 @@ def _reaches_torch(node, bound):
 
 
 def _forbidden(name, apis):
-    return next((api for part, api in apis if part in name), None)
+    return next((api for part, api in apis if part.lower() in name.lower()), None)
 
 
 def own_names(trees):
@@ -141,14 +164,16 @@ def forbidden_uses(source, grade_id, context=None, ipython=True):
     (`self.…`, `super().…`, `type(self).…`) is not one unless it is reached from torch.
     `context`: notebook_context() of the notebook (default: this cell's)."""
     apis = FORBIDDEN_APIS.get(grade_id)
-    tree = _tree(source, ipython) if apis else None
+    tree = _parsed(source, ipython) if apis else None
     if tree is None:
         return []
     bound, star, own = context if context is not None else notebook_context([tree])
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and _is_torch(node.module):
-            names = [a.name for a in node.names]
+            names = [node.module] + [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if _is_torch(a.name)]
         elif isinstance(node, ast.Attribute):
             names = [node.attr] if node.attr not in own or _reaches_torch(node.value, bound) else []
         elif isinstance(node, ast.Name):
@@ -160,7 +185,7 @@ def forbidden_uses(source, grade_id, context=None, ipython=True):
         if text.isidentifier():
             found += [(line, api) for api in [_forbidden(text, apis)] if api]
         else:
-            found += [(line, api) for _, api in forbidden_uses(text, grade_id, (bound, star, own), ipython=False)[:1]]
+            found += [(line, api) for _, api in forbidden_uses(text, grade_id, (bound, star, own), ipython=None)[:1]]
     return found
 
 

@@ -88,6 +88,14 @@ def test_the_students_own_function_of_that_name_is_no_forbidden_use(call):
     ("import torch as t\nm = t.nn.MultiheadAttention(4, 2)", "nn.MultiheadAttention"),
     ("y = __import__('torch').nn.functional.scaled_dot_product_attention", "F.scaled_dot_product_attention"),
     ("import torch.nn.functional as F\nG = F\nH = G\ny = H.scaled_dot_product_attention", "F.scaled_dot_product_attention"),
+    # red team of issue 20: a %%time body holding a line magic is no plain Python, and is read as IPython runs it
+    ("%%time\n%pwd\nimport torch\ny = torch.nn.functional.multi_head_attention_forward", "F.multi_head_attention_forward"),
+    # torch's own eager attention under other names, and names of any case
+    ("from torch._higher_order_ops.flex_attention import math_attention", "flex_attention"),
+    ("from torch._higher_order_ops import math_attention", "_higher_order_ops"),
+    ("import torch\nf = torch.ops.higher_order.math_attention", "math_attention"),
+    ("import torch._higher_order_ops.flex_attention as fa\ny = fa", "flex_attention"),
+    ("import torch\ny = torch._transformer_encoder_layer_fwd", "nn.Transformer"),
 ])
 def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
@@ -110,6 +118,15 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     "import _thread\n_thread.start_new_thread(print, ())",
     "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
     "        return f(*a, **(k or {}))",
+    # red team of issue 20: the package reached through objects the notebook holds, not by its name
+    "%%time\n%pwd\nimport w1d1_student.exercises.nb04_multihead as M",
+    "def softmax(x):\n    return check.__globals__['run_cases']",
+    "import sys\n\ndef blind():\n    f = sys._getframe(1)\n    while f is not None:\n        f = f.f_back",
+    "import inspect\nx = inspect.currentframe()",
+    "import gc\nw = [o for o in gc.get_objects() if type(o).__name__ == 'X']",
+    "from torch.utils._python_dispatch import _pop_mode_temporarily",
+    "import torch\nstack = torch.overrides._get_current_function_mode_stack()",
+    "get_ipython().input_transformers_cleanup.append(str.upper)",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in

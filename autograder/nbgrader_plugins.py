@@ -16,7 +16,7 @@ from traitlets import Integer
 from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
 
-from . import forbidden_calls, provenance
+from . import forbidden_calls, provenance, timing
 from .checks import judge_payload
 from .sandbox import SandboxKernelManager
 
@@ -42,6 +42,8 @@ class SandboxedExecute(Execute):
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
 
+    _seen_first = False
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
@@ -56,6 +58,9 @@ class SandboxedExecute(Execute):
         self._case_data = None
 
     def preprocess(self, nb, resources=None, km=None):
+        if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
+            SandboxedExecute._seen_first = True
+            timing.record("process start to first notebook", timing.since_process_start() or 0.0)
         self._reset()
         self._run = grading_cells(nb)
         for i in self._run:
@@ -75,7 +80,8 @@ class SandboxedExecute(Execute):
         self._current = cell_index
         try:
             await self._deliver_cases(cell_index)
-            result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            with timing.timed("cells"):
+                result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             self._done.append(cell_index)
             return result
         except Exception as exc:  # a timeout, a dead kernel, or a message nbclient cannot read: this cell only
@@ -107,8 +113,17 @@ class SandboxedExecute(Execute):
 
     execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
 
+    async def async_start_new_kernel(self, **kwargs):
+        with timing.timed("kernel start"):
+            return await super().async_start_new_kernel(**kwargs)
+
+    async def _async_cleanup_kernel(self):
+        with timing.timed("kernel stop"):
+            return await super()._async_cleanup_kernel()
+
     async def async_start_new_kernel_client(self):
-        kc = await super().async_start_new_kernel_client()
+        with timing.timed("kernel ready"):
+            kc = await super().async_start_new_kernel_client()
         lock = getattr(self.km, "lock_runtime_dir", None)
         if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
             lock()
@@ -131,6 +146,7 @@ class SandboxedExecute(Execute):
 
     async def _restart_and_replay(self, failed_cell):
         self.log.warning("fresh kernel after a failed cell; replaying %d cells", len(self._done))
+        timing.record("restart", 0.0)
         await self._fresh_kernel()
         nb = self.nb
         self._replaying = True  # replayed outputs are thrown away: they are neither kept nor counted
@@ -166,7 +182,8 @@ class SandboxedExecute(Execute):
         if self._case_data is None:
             from .checks import case_file_data
 
-            self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
+            with timing.timed("cases"):
+                self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
         wanted = {}
         for grade_id, hidden in calls:
             kind = "hidden" if hidden else "public"
@@ -299,6 +316,10 @@ class JudgeProbes(NbGraderPreprocessor):
     seed = Integer(0, help="Seed of the check cases (the same as SandboxKernelManager.grader_seed).").tag(config=True)
 
     def preprocess(self, nb, resources):
+        with timing.timed("judging"):
+            return self._judge_all(nb, resources)
+
+    def _judge_all(self, nb, resources):
         seed = self.seed
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):

@@ -31,7 +31,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 from w1d1_student.runner import CASES_ENV
 
-from . import cgroup_limits, no_processes
+from . import cgroup_limits, no_processes, timing
 from .course import ASSIGNMENT, RELEASE_DIR
 
 HOME = "/home/student"
@@ -358,6 +358,7 @@ class SandboxKernelManager(AsyncKernelManager):
         else:
             env.update({"W1D1_GRADING": "1", "MPLBACKEND": "agg"})
             env.pop(CASES_ENV, None)
+            env.pop(timing.ENV, None)
         kw["env"] = env
         return cmd, kw
 

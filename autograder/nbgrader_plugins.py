@@ -117,9 +117,13 @@ class SandboxedExecute(Execute):
         with timing.timed("kernel start"):
             return await super().async_start_new_kernel(**kwargs)
 
+    start_new_kernel = run_sync(async_start_new_kernel)  # the base class binds its own coroutine
+
     async def _async_cleanup_kernel(self):
         with timing.timed("kernel stop"):
             return await super()._async_cleanup_kernel()
+
+    _cleanup_kernel = run_sync(_async_cleanup_kernel)
 
     async def async_start_new_kernel_client(self):
         with timing.timed("kernel ready"):

@@ -11,12 +11,13 @@ the old one in a single rename (autograder/outdir.py), so a killed run loses not
 import random
 import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import class_report, feedback_page, reports
+from . import class_report, feedback_page, reports, timing
 from .course import ASSIGNMENT, api, available_notebooks
 from .errors import GradingError
 from .grading_worker import grade_student
@@ -50,7 +51,7 @@ def _write_feedback(work, gen, student, rec, notebooks):
             write_text(target, feedback_page.plain_page(name, mine or [why]))
 
 
-def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
+def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
     """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
     results = {}
     if not tasks:
@@ -58,7 +59,7 @@ def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
     ctx = get_context("spawn")
     # a fresh process per student: no state (event loops, sockets, sessions) carries over
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(grade_student, str(work), sid, seed, sandbox, timeout, only): sid
+        futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only): sid
                    for sid, only in tasks.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             sid = futures[fut]
@@ -160,7 +161,12 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     log(f"评分 {sum(not v for v in tasks.values())} 名学生，跳过 {len(folders) - len(regrade)} 名"
         f"（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
     t0 = time.monotonic()
-    results = _run_pool(work, jobs, tasks, seed, sandbox, timeout, log)
+    with tempfile.TemporaryDirectory(prefix="w1d1cases-") as private:  # 0700, the grader's alone
+        from .checks import write_case_file
+
+        with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
+            case_file = write_case_file(seed, private)
+        results = _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log)
     for sid, res in results.items():
         if tasks[sid]:
             continue

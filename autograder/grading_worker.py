@@ -22,7 +22,7 @@ def chain_notes(work, student):
     return found
 
 
-def grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
+def grade_student(work, student, case_file, sandbox, timeout, feedback_only=False):
     """Worker: autograde one student and make their feedback (runs in its own process)."""
     started = time.monotonic()
     timing.WHO["student"] = student
@@ -37,9 +37,8 @@ def grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
     with timing.timed("nbgrader start"):
         nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
-    nbg.coursedir.config.SandboxKernelManager.grader_seed = seed
+    nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    nbg.coursedir.config.JudgeProbes.seed = seed
     result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
     with timing.timed("feedback"):
         feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}

@@ -22,6 +22,7 @@ from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
 VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
+CASES_KEY = "w1d1_case_file"  # resources: the case file the kernel's cases came from, for JudgeProbes
 
 
 def _error_output(title, message):
@@ -55,7 +56,7 @@ class SandboxedExecute(Execute):
         self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
         self._replaying = False
-        self._case_data = None
+        self._case_file = None
 
     def preprocess(self, nb, resources=None, km=None):
         if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
@@ -66,7 +67,10 @@ class SandboxedExecute(Execute):
         for i in self._run:
             if utils.is_grade(nb.cells[i]) and not utils.is_solution(nb.cells[i]):
                 self._probes_allowed[i] = len(check_calls(nb.cells[i].source))
-        return super().preprocess(nb, resources, km)
+        nb, resources = super().preprocess(nb, resources, km)
+        if self._case_file is not None:
+            resources[CASES_KEY] = self._case_file
+        return nb, resources
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():
@@ -183,16 +187,18 @@ class SandboxedExecute(Execute):
         calls = check_calls(cell.source) if utils.is_grade(cell) and not utils.is_solution(cell) else []
         if not calls:
             return None
-        if self._case_data is None:
-            from .checks import case_file_data
+        from .checks import case_file_of_seed, read_case_file
 
+        if self._case_file is None:  # the run's case file, else one made once per process from the seed
             with timing.timed("cases"):
-                self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
+                self._case_file = (getattr(self.km, "case_file", "")
+                                   or case_file_of_seed(getattr(self.km, "grader_seed", 0)))
+        data = read_case_file(self._case_file)
         wanted = {}
         for grade_id, hidden in calls:
             kind = "hidden" if hidden else "public"
-            if kind in self._case_data.get(grade_id, {}):
-                wanted.setdefault(grade_id, {})[kind] = self._case_data[grade_id][kind]
+            if kind in data.get(grade_id, {}):
+                wanted.setdefault(grade_id, {})[kind] = data[grade_id][kind]
         text = json.dumps(wanted, separators=(",", ":"))
         return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
 
@@ -283,7 +289,7 @@ def _record(grade_id, hidden, passed, stage=None, mistakes=()):
             "mistakes": [[key, message] for key, message in mistakes]}
 
 
-def judge_cell(nb, cell, seed):
+def judge_cell(nb, cell, seed, case_file=None):
     """The verdict of one autograder test cell as (passed, message, records): records, one per check
     of the cell, carry the same diagnosis as data (`_record`)."""
     calls = check_calls(cell.source)
@@ -306,7 +312,7 @@ def judge_cell(nb, cell, seed):
             records.append(_record(grade_id, hidden, False))
             return False, (f"{grade_id}（{kind}）没有得到可用的检查结果：单元格没有运行完"
                            "（前面的错误、超时或内核退出），或者输出被改动。"), records
-        verdict = judge_payload(mine[0], seed=seed)
+        verdict = judge_payload(mine[0], seed=seed, case_file=case_file)
         records.append(_record(grade_id, hidden, verdict.passed, verdict.stage, verdict.mistakes))
         if not verdict.passed:
             return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}", records
@@ -317,18 +323,18 @@ def judge_cell(nb, cell, seed):
 class JudgeProbes(NbGraderPreprocessor):
     """Replace every autograder test cell's outputs by the grader's own verdict."""
 
-    seed = Integer(0, help="Seed of the check cases (the same as SandboxKernelManager.grader_seed).").tag(config=True)
+    seed = Integer(0, help="Seed of the check cases where no kernel ran (the kernels' case file rules).").tag(config=True)
 
     def preprocess(self, nb, resources):
         with timing.timed("judging"):
             return self._judge_all(nb, resources)
 
     def _judge_all(self, nb, resources):
-        seed = self.seed
+        seed, case_file = self.seed, resources.get(CASES_KEY)  # the cases the kernel was given
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
                 try:
-                    passed, message, records = judge_cell(nb, cell, seed)
+                    passed, message, records = judge_cell(nb, cell, seed, case_file)
                 except Exception as exc:  # a verdict that cannot be reached costs this test cell only
                     passed, message, records = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。", []
                 cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]

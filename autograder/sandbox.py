@@ -307,7 +307,9 @@ class SandboxKernelManager(AsyncKernelManager):
     sandbox = Bool(True, config=True, help="Confine kernels with bubblewrap.")
     memory_mb = Integer(3072, config=True, help="Address-space limit of a kernel (MiB).")
     cpu_seconds = Integer(600, config=True, help="CPU-time limit of a kernel (s).")
-    grader_seed = Integer(0, config=True, help="Seed of the check cases for this grading run.")
+    grader_seed = Integer(0, config=True, help="Seed of the check cases, where no case_file is given.")
+    case_file = Unicode("", config=True, help="The grading run's case file (autograder.checks.write_case_file): "
+                        "read by the grader, which hands each test cell its cases; never bound into the sandbox.")
     kernel_python = Unicode(sys.executable, config=True)
 
     def __init__(self, **kwargs):

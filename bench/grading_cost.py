@@ -89,9 +89,12 @@ def main():
     first = sorted({e["student"] for e in mine if e["student"]})[0]
     own = [e for e in mine if e["student"] == first]
     total, count = sums(own)
-    whole = total["student"]
+    whole = total["student"] + total["worker start"]  # the worker's clock starts after its process did
     print(f"2. 评分命令里一名学生（{first}）的用时 {whole:.1f} s：")
     print_parts(total, count, whole)
+    once = [e["s"] for e in mine if e["student"] is None and e["what"] == "cases"]
+    if once:
+        print(f"   （全班一次：生成用例文件 {sum(once):.2f} s）")
     total, count = sums(theirs)
     kernels = count["kernel start"] / STUDENTS
     print(f"3. 直接 nbgrader 平均每名学生（{plain / STUDENTS:.1f} s，含 generate_assignment 与反馈）：")

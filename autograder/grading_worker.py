@@ -33,13 +33,19 @@ def grade_student(work, student, case_file, sandbox, timeout, feedback_only=Fals
     with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
         import nbgrader.apps  # noqa: F401
 
-        from . import nbgrader_plugins  # noqa: F401
+        from . import nbgrader_plugins
     with timing.timed("nbgrader start"):
         nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
     nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
+    # each notebook's kernel boots while the one before it runs (fresh kernels all the same)
+    submitted = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    nbg.coursedir.config.SandboxedExecute.spare_kernels = max(len(submitted) - 1, 0)
+    try:
+        result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
+    finally:
+        nbgrader_plugins.discard_spare_kernel()
     with timing.timed("feedback"):
         feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     timing.record("student", time.monotonic() - started)

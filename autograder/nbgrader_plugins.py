@@ -42,6 +42,12 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
+    spare_kernels = Integer(0, help="Kernels started ahead, each while the notebook before it runs, so that it is "
+                            "ready when that notebook ends: a fresh kernel like any other. The grading command sets "
+                            "it to a student's notebooks less one; 0 starts none.").tag(config=True)
+
+    _spare = None  # (cwd, kernel manager) of the kernel started ahead, for this process's next notebook
+    _spares_started = 0
 
     _seen_first = False
 
@@ -50,6 +56,9 @@ class SandboxedExecute(Execute):
         super().__init__(*args, **kwargs)
         self.interrupt_on_timeout = False  # a loop may swallow KeyboardInterrupt: restart instead
         self.store_widget_state = False    # widget state would land in the notebook, unbounded
+        # every output is in when the notebook ends: kill the kernel (asked to stop, it outlives the 2.5 s
+        # jupyter_client waits before it sends SIGTERM)
+        self.shutdown_kernel = "immediate"
         self._reset()
 
     def _reset(self):
@@ -57,6 +66,7 @@ class SandboxedExecute(Execute):
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
         self._replaying = False
         self._case_file = None
+        self._adopted = False
 
     def preprocess(self, nb, resources=None, km=None):
         if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
@@ -117,9 +127,36 @@ class SandboxedExecute(Execute):
 
     execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
 
+    def _kernel_cwd(self):
+        return self.resources.get("metadata", {}).get("path") or None
+
+    def create_kernel_manager(self):
+        spare = SandboxedExecute._spare
+        self._adopted = spare is not None and spare[0] == self._kernel_cwd() and spare[1].has_kernel
+        if self._adopted:  # the kernel started ahead: fresh, no cell has run in it
+            SandboxedExecute._spare = None
+            self.km = spare[1]
+            return self.km
+        return super().create_kernel_manager()
+
     async def async_start_new_kernel(self, **kwargs):
+        if self._adopted and self.km is not None and self.km.has_kernel:
+            return None
         with timing.timed("kernel start"):
             return await super().async_start_new_kernel(**kwargs)
+
+    async def _start_spare(self):
+        """Start the next notebook's kernel now; it boots while this notebook runs."""
+        cls = self.kernel_manager_class
+        km = cls(kernel_name=self.kernel_name, config=self.config) if self.kernel_name else cls(config=self.config)
+        cwd = self._kernel_cwd()
+        try:
+            with timing.timed("kernel start"):
+                await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, **({"cwd": cwd} if cwd else {})))
+        except Exception as exc:  # the next notebook starts its own, as without a spare
+            self.log.warning("starting a kernel ahead failed: %s", exc)
+            return
+        SandboxedExecute._spare = (cwd, km)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # the base class binds its own coroutine
 
@@ -130,11 +167,24 @@ class SandboxedExecute(Execute):
     _cleanup_kernel = run_sync(_async_cleanup_kernel)
 
     async def async_start_new_kernel_client(self):
-        with timing.timed("kernel ready"):
-            kc = await super().async_start_new_kernel_client()
+        try:
+            with timing.timed("kernel ready"):
+                kc = await super().async_start_new_kernel_client()
+        except Exception:
+            if not self._adopted:
+                raise
+            self.log.warning("the kernel started ahead did not come up; starting a fresh one")
+            self._adopted = False
+            self.km = super().create_kernel_manager()
+            await self.async_start_new_kernel()
+            with timing.timed("kernel ready"):
+                kc = await super().async_start_new_kernel_client()
         lock = getattr(self.km, "lock_runtime_dir", None)
         if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
             lock()
+        if SandboxedExecute._spare is None and SandboxedExecute._spares_started < self.spare_kernels:
+            SandboxedExecute._spares_started += 1
+            await self._start_spare()
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
@@ -253,6 +303,20 @@ class SandboxedExecute(Execute):
         # an update rewrites outputs already kept: it pays like a new output of the running cell
         if not self._replaying and self._current is not None and self._admit(msg.get("content", {}), self._current):
             super()._update_display_id(display_id, msg)
+
+
+def discard_spare_kernel():
+    """End the kernel started ahead that no notebook took, and start counting again (a grading worker, at
+    the end of its student)."""
+    spare, SandboxedExecute._spare = SandboxedExecute._spare, None
+    SandboxedExecute._spares_started = 0
+    if spare is not None:
+        km = spare[1]
+        try:
+            run_sync(km.shutdown_kernel)(now=True)
+        finally:
+            if not km.context.closed:
+                km.context.destroy(linger=0)
 
 
 def check_calls(source):

@@ -31,6 +31,11 @@ from .student_ids import safe_folders, student_id
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 
 CSV_HEADER = reports.CSV_HEADER
+# what every worker imports (nbgrader's converters, the chain of nbgrader_config.py, the answer key,
+# nbconvert's HTML export): the fork server imports it once
+WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "autograder.intake_chain",
+                  "autograder.feedback_page", "autograder.checks", "nbgrader.apps", "nbgrader.converters",
+                  "nbconvert.exporters.html"]
 
 
 def _write_feedback(work, gen, student, rec, notebooks):
@@ -56,8 +61,10 @@ def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
     results = {}
     if not tasks:
         return results
-    ctx = get_context("spawn")
-    # a fresh process per student: no state (event loops, sockets, sessions) carries over
+    ctx = get_context("forkserver")
+    # a fresh process per student, forked from a server that has only imported the grading stack (once
+    # per run, not once per student): no state (event loops, sockets, sessions) carries over
+    ctx.set_forkserver_preload(WORKER_IMPORTS)
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
         futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only): sid
                    for sid, only in tasks.items()}
@@ -76,10 +83,11 @@ def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
 
 
 def _stop_helper_processes():
-    """The pool's spawn context started multiprocessing's resource tracker: end it now, so the command
-    returns only when every process it started has ended (it would linger, then stay as a zombie)."""
-    from multiprocessing import resource_tracker
+    """The pool started multiprocessing's fork server and resource tracker: end them now, so the command
+    returns only when every process it started has ended (they would linger, then stay as zombies)."""
+    from multiprocessing import forkserver, resource_tracker
 
+    forkserver._forkserver._stop()
     tracker = resource_tracker._resource_tracker
     if getattr(tracker, "_pid", None) is not None:
         tracker._stop()
@@ -138,7 +146,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
 
     if previous_state.get("grader") != version or not (work / "release").is_dir():
         log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
-        gen_result = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
+        with timing.timed("run: generate_assignment"):
+            gen_result = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
         if not gen_result["success"]:
             raise GradingError("nbgrader generate_assignment 失败：\n"
                                + (gen_result.get("error") or gen_result.get("log") or "")[-3000:])
@@ -166,7 +175,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
 
         with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
             case_file = write_case_file(seed, private)
-        results = _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log)
+        with timing.timed("run: students"):
+            results = _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log)
     for sid, res in results.items():
         if tasks[sid]:
             continue
@@ -184,8 +194,10 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
             records[sid]["notes"].append(Note(name, f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。"))
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
-    rows = _write_results(gen, work, records, notebooks, set(tasks), results)
-    _write_report(gen, work, records, notebooks, skipped, log)
+    with timing.timed("run: grades and pages"):
+        rows = _write_results(gen, work, records, notebooks, set(tasks), results)
+    with timing.timed("run: class report"):
+        _write_report(gen, work, records, notebooks, skipped, log)
     write_state(gen, {"version": 1, "grader": version, "students": records, "skipped": skipped})
     if file_stamp(prev / "nbgrader" / "gradebook.db" if prev is not None else gen / "none") != stamp:
         raise GradingError("评分期间上一次的成绩库被改动了（例如有人在 formgrader 里打分）；为了不丢掉这些改动，"

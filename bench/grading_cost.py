@@ -92,9 +92,11 @@ def main():
     whole = total["student"] + total["worker start"]  # the worker's clock starts after its process did
     print(f"2. 评分命令里一名学生（{first}）的用时 {whole:.1f} s：")
     print_parts(total, count, whole)
-    once = [e["s"] for e in mine if e["student"] is None and e["what"] == "cases"]
-    if once:
-        print(f"   （全班一次：生成用例文件 {sum(once):.2f} s）")
+    once = {e["what"]: e["s"] for e in mine if e["student"] is None}
+    names = {"cases": "生成用例文件", "run: generate_assignment": "generate_assignment",
+             "run: students": "全部学生（含启动评分进程）", "run: grades and pages": "成绩表与反馈页",
+             "run: class report": "全班报告"}
+    print("   全班一次：" + "，".join(f"{label} {once[k]:.1f} s" for k, label in names.items() if k in once))
     total, count = sums(theirs)
     kernels = count["kernel start"] / STUDENTS
     print(f"3. 直接 nbgrader 平均每名学生（{plain / STUDENTS:.1f} s，含 generate_assignment 与反馈）：")

@@ -35,7 +35,7 @@ CSV_HEADER = reports.CSV_HEADER
 # nbconvert's HTML export): the fork server imports it once
 WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "autograder.intake_chain",
                   "autograder.feedback_page", "autograder.checks", "nbgrader.apps", "nbgrader.converters",
-                  "nbconvert.exporters.html"]
+                  "nbconvert.exporters.html", "w1d1_student.drivers"]
 
 
 def _write_feedback(work, gen, student, rec, notebooks):

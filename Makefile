@@ -90,6 +90,7 @@ checks: venv
 	cd solutions/w1d1 && ../../$(PY) w1day1_checks.py
 
 bench: venv system-deps
+	$(PY) bench/grading_cost.py
 	$(PY) bench/bench.py
 	$(PY) bench/report_bench.py 300
 

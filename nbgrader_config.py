@@ -55,8 +55,8 @@ c.Autograde.autograde_preprocessors = [
     SandboxedExecute, JudgeProbes, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
-# one seed per grading run, handed to both the kernels (cases) and the verdicts: hidden cases differ from
-# run to run on every path (the grading command sets its own)
+# one seed per grading run: it makes the run's case file, which feeds both the kernels (cases) and the
+# verdicts, so hidden cases differ from run to run on every path (the grading command makes its own file)
 c.SandboxKernelManager.grader_seed = c.JudgeProbes.seed = secrets.randbelow(2**31)
 c.Execute.timeout = 120
 c.SandboxedExecute.timeout = 120

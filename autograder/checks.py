@@ -102,11 +102,57 @@ def case_file_data(seed, answers=False):
     return {gid: {kind: cases(gid, kind) for kind in ("public", "hidden")} for gid in registry.NOTEBOOK_OF}
 
 
-def judge_payload(payload, seed):
-    """Judge one probe payload against the cases of this grading run's seed."""
+CASE_FILE = "cases.json"
+_READ = {}   # path -> the file's cases: read once per process
+_MADE = {}   # seed -> the case file this process made for it
+
+
+def write_case_file(seed, folder):
+    """The grading run's case file in `folder` (the grader's own, never bound into a sandbox): every
+    check's cases of one seed, inputs only, no answer; made once per run. Returns its path."""
+    import os
+
+    path = os.path.join(folder, CASE_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"seed": int(seed), "cases": case_file_data(seed)}, fh, separators=(",", ":"))
+    return path
+
+
+def read_case_file(path):
+    """{grade_id: {"public": cases, "hidden": cases}} of a case file, as wire data."""
+    if path not in _READ:
+        with open(path, encoding="utf-8") as fh:
+            _READ[path] = json.load(fh)["cases"]
+    return _READ[path]
+
+
+def case_file_of_seed(seed):
+    """A case file for `seed`, made once per process in a private folder removed at exit: plain
+    `nbgrader autograde` (one process for the class) draws its seed in nbgrader_config.py."""
+    if seed not in _MADE:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="w1d1cases-")
+        atexit.register(shutil.rmtree, folder, True)
+        _MADE[seed] = write_case_file(seed, folder)
+    return _MADE[seed]
+
+
+def cases_in_file(path, grade_id, hidden):
+    """The cases of one check as the kernel saw them (the same as make_cases of the file's seed)."""
+    registry.topic(grade_id)  # an unknown exercise: KeyError in Chinese
+    return wire.decode(read_case_file(path)[grade_id]["hidden" if hidden else "public"])
+
+
+def judge_payload(payload, seed=0, case_file=None):
+    """Judge one probe payload against the cases of this grading run: its case file, else its seed."""
     grade_id = payload.get("grade_id")
+    hidden = payload.get("hidden")
     try:
-        cases = make_cases(grade_id, seed, payload.get("hidden"))
+        cases = cases_in_file(case_file, grade_id, hidden) if case_file else make_cases(grade_id, seed, hidden)
     except KeyError as exc:
         from w1d1_student.engine import fail
 

@@ -8,6 +8,7 @@ modes off), and the exercise gets 0 with a reason. It sees what is written, not 
 code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
 """
 import ast
+import functools
 
 from w1d1_student.cell_scope import copy_of
 from w1d1_student.cell_source import tree as _tree
@@ -156,6 +157,13 @@ def notebook_context(trees):
     return (*torch_bindings(trees), own_names(trees))
 
 
+@functools.lru_cache(maxsize=16)
+def _context_of(sources):
+    """notebook_context() of a notebook's code cells, by their sources: every exercise of a notebook
+    reads the same one (only read, never changed)."""
+    return notebook_context([t for t in map(_tree, sources) if t is not None])
+
+
 def forbidden_uses(source, grade_id, context=None, ipython=True):
     """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: a torch name
     holding one of its parts (imported from torch, or an attribute or name that is not one the student
@@ -210,8 +218,7 @@ def answer_problems(nb, grade_id):
     defined in one cell serves the others); a forbidden API costs the exercise that forbids it in any
     answer cell of the notebook (every one runs while grading)."""
     problems = []
-    trees = [t for t in (_tree(c.source) for c in nb.cells if c.cell_type == "code") if t is not None]
-    context = notebook_context(trees)
+    context = _context_of(tuple(c.source for c in nb.cells if c.cell_type == "code"))
     for cell in _answer_cells(nb):
         for line, what in machinery_uses(cell.source)[:1]:  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"

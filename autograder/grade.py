@@ -11,12 +11,13 @@ the old one in a single rename (autograder/outdir.py), so a killed run loses not
 import random
 import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import class_report, feedback_page, reports
+from . import class_report, feedback_page, reports, timing
 from .course import ASSIGNMENT, api, available_notebooks
 from .errors import GradingError
 from .grading_worker import grade_student
@@ -30,6 +31,11 @@ from .student_ids import safe_folders, student_id
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 
 CSV_HEADER = reports.CSV_HEADER
+# what every worker imports (nbgrader's converters, the chain of nbgrader_config.py, the answer key,
+# nbconvert's HTML export): the fork server imports it once
+WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "autograder.intake_chain",
+                  "autograder.feedback_page", "autograder.checks", "nbgrader.apps", "nbgrader.converters",
+                  "nbconvert.exporters.html", "w1d1_student.registry"]
 
 
 def _write_feedback(work, gen, student, rec, notebooks):
@@ -50,15 +56,17 @@ def _write_feedback(work, gen, student, rec, notebooks):
             write_text(target, feedback_page.plain_page(name, mine or [why]))
 
 
-def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
+def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
     """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
     results = {}
     if not tasks:
         return results
-    ctx = get_context("spawn")
-    # a fresh process per student: no state (event loops, sockets, sessions) carries over
+    ctx = get_context("forkserver")
+    # a fresh process per student, forked from a server that has only imported the grading stack (once
+    # per run, not once per student): no state (event loops, sockets, sessions) carries over
+    ctx.set_forkserver_preload(WORKER_IMPORTS)
     with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(grade_student, str(work), sid, seed, sandbox, timeout, only): sid
+        futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only): sid
                    for sid, only in tasks.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             sid = futures[fut]
@@ -75,10 +83,11 @@ def _run_pool(work, jobs, tasks, seed, sandbox, timeout, log):
 
 
 def _stop_helper_processes():
-    """The pool's spawn context started multiprocessing's resource tracker: end it now, so the command
-    returns only when every process it started has ended (it would linger, then stay as a zombie)."""
-    from multiprocessing import resource_tracker
+    """The pool started multiprocessing's fork server and resource tracker: end them now, so the command
+    returns only when every process it started has ended (they would linger, then stay as zombies)."""
+    from multiprocessing import forkserver, resource_tracker
 
+    forkserver._forkserver._stop()
     tracker = resource_tracker._resource_tracker
     if getattr(tracker, "_pid", None) is not None:
         tracker._stop()
@@ -137,7 +146,8 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
 
     if previous_state.get("grader") != version or not (work / "release").is_dir():
         log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
-        gen_result = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
+        with timing.timed("run: generate_assignment"):
+            gen_result = api(work).generate_assignment(ASSIGNMENT, force=True, create=True)
         if not gen_result["success"]:
             raise GradingError("nbgrader generate_assignment 失败：\n"
                                + (gen_result.get("error") or gen_result.get("log") or "")[-3000:])
@@ -160,7 +170,13 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     log(f"评分 {sum(not v for v in tasks.values())} 名学生，跳过 {len(folders) - len(regrade)} 名"
         f"（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
     t0 = time.monotonic()
-    results = _run_pool(work, jobs, tasks, seed, sandbox, timeout, log)
+    with tempfile.TemporaryDirectory(prefix="w1d1cases-") as private:  # 0700, the grader's alone
+        from .checks import write_case_file
+
+        with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
+            case_file = write_case_file(seed, private)
+        with timing.timed("run: students"):
+            results = _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log)
     for sid, res in results.items():
         if tasks[sid]:
             continue
@@ -178,8 +194,10 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
             records[sid]["notes"].append(Note(name, f"{name}：评分这本笔记本时出错（评分系统错误），这本笔记本记 0 分，请联系助教。"))
     log(f"评分用时 {time.monotonic() - t0:.1f} s")
 
-    rows = _write_results(gen, work, records, notebooks, set(tasks), results)
-    _write_report(gen, work, records, notebooks, skipped, log)
+    with timing.timed("run: grades and pages"):
+        rows = _write_results(gen, work, records, notebooks, set(tasks), results)
+    with timing.timed("run: class report"):
+        _write_report(gen, work, records, notebooks, skipped, log)
     write_state(gen, {"version": 1, "grader": version, "students": records, "skipped": skipped})
     if file_stamp(prev / "nbgrader" / "gradebook.db" if prev is not None else gen / "none") != stamp:
         raise GradingError("评分期间上一次的成绩库被改动了（例如有人在 formgrader 里打分）；为了不丢掉这些改动，"

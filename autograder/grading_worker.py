@@ -4,6 +4,7 @@ import time
 import warnings
 from pathlib import Path
 
+from . import timing
 from .course import ASSIGNMENT, api
 from .notes import stored_in
 
@@ -21,19 +22,33 @@ def chain_notes(work, student):
     return found
 
 
-def grade_student(work, student, seed, sandbox, timeout, feedback_only=False):
+def grade_student(work, student, case_file, sandbox, timeout, feedback_only=False):
     """Worker: autograde one student and make their feedback (runs in its own process)."""
     started = time.monotonic()
+    timing.WHO["student"] = student
+    timing.record("worker start", timing.since_process_start() or 0.0)
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
     os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
-    nbg = api(work)
+    with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
+        import nbgrader.apps  # noqa: F401
+
+        from . import nbgrader_plugins
+    with timing.timed("nbgrader start"):
+        nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
-    nbg.coursedir.config.SandboxKernelManager.grader_seed = seed
+    nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    nbg.coursedir.config.JudgeProbes.seed = seed
-    result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
-    feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
+    # each notebook's kernel boots while the one before it runs (fresh kernels all the same)
+    submitted = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
+    nbg.coursedir.config.SandboxedExecute.spare_kernels = max(len(submitted) - 1, 0)
+    try:
+        result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
+    finally:
+        nbgrader_plugins.discard_spare_kernel()
+    with timing.timed("feedback"):
+        feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
+    timing.record("student", time.monotonic() - started)
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
             "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"], "failed": failed,
             "notes": chain_notes(work, student), "seconds": time.monotonic() - started}
@@ -63,9 +78,11 @@ def _autograde_once(nbg, student, notebook_id="*"):
     from nbgrader.utils import capture_log, temp_attrs
 
     with temp_attrs(nbg.coursedir, assignment_id=ASSIGNMENT, student_id=student, notebook_id=notebook_id):
-        app = _tolerant_autograde()(coursedir=nbg.coursedir, parent=nbg)
+        with timing.timed("nbgrader start"):
+            app = _tolerant_autograde()(coursedir=nbg.coursedir, parent=nbg)
         app.force, app.create_student, app.failed = True, True, []
-        result = capture_log(app)
+        with timing.timed("autograde"):
+            result = capture_log(app)
     return result, app.failed
 
 

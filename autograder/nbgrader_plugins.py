@@ -16,12 +16,13 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
 from w1d1_student.cell_source import check_calls
 
-from . import forbidden_calls, provenance
+from . import forbidden_calls, provenance, timing
 from .checks import judge_payload
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
 VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
+CASES_KEY = "w1d1_case_file"  # resources: the case file the kernel's cases came from, for JudgeProbes
 
 
 def _error_output(title, message):
@@ -41,27 +42,45 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
+    spare_kernels = Integer(0, help="Kernels started ahead, each while the notebook before it runs, so that it is "
+                            "ready when that notebook ends: a fresh kernel like any other. The grading command sets "
+                            "it to a student's notebooks less one; 0 starts none.").tag(config=True)
+
+    _spare = None  # (cwd, kernel manager) of the kernel started ahead, for this process's next notebook
+    _spares_started = 0
+
+    _seen_first = False
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
         self.interrupt_on_timeout = False  # a loop may swallow KeyboardInterrupt: restart instead
         self.store_widget_state = False    # widget state would land in the notebook, unbounded
+        # every output is in when the notebook ends: kill the kernel (asked to stop, it outlives the 2.5 s
+        # jupyter_client waits before it sends SIGTERM)
+        self.shutdown_kernel = "immediate"
         self._reset()
 
     def _reset(self):
         self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
         self._replaying = False
-        self._case_data = None
+        self._case_file = None
+        self._adopted = False
 
     def preprocess(self, nb, resources=None, km=None):
+        if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
+            SandboxedExecute._seen_first = True
+            timing.record("process start to first notebook", timing.since_process_start() or 0.0)
         self._reset()
         self._run = grading_cells(nb)
         for i in self._run:
             if utils.is_grade(nb.cells[i]) and not utils.is_solution(nb.cells[i]):
                 self._probes_allowed[i] = len(check_calls(nb.cells[i].source))
-        return super().preprocess(nb, resources, km)
+        nb, resources = super().preprocess(nb, resources, km)
+        if self._case_file is not None:
+            resources[CASES_KEY] = self._case_file
+        return nb, resources
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():
@@ -75,7 +94,8 @@ class SandboxedExecute(Execute):
         self._current = cell_index
         try:
             await self._deliver_cases(cell_index)
-            result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+            with timing.timed("cells"):
+                result = await super().async_execute_cell(cell, cell_index, execution_count, store_history)
             self._done.append(cell_index)
             return result
         except Exception as exc:  # a timeout, a dead kernel, or a message nbclient cannot read: this cell only
@@ -107,11 +127,64 @@ class SandboxedExecute(Execute):
 
     execute_cell = run_sync(async_execute_cell)  # the base class binds its own coroutine
 
+    def _kernel_cwd(self):
+        return self.resources.get("metadata", {}).get("path") or None
+
+    def create_kernel_manager(self):
+        spare = SandboxedExecute._spare
+        self._adopted = spare is not None and spare[0] == self._kernel_cwd() and spare[1].has_kernel
+        if self._adopted:  # the kernel started ahead: fresh, no cell has run in it
+            SandboxedExecute._spare = None
+            self.km = spare[1]
+            return self.km
+        return super().create_kernel_manager()
+
+    async def async_start_new_kernel(self, **kwargs):
+        if self._adopted and self.km is not None and self.km.has_kernel:
+            return None
+        with timing.timed("kernel start"):
+            return await super().async_start_new_kernel(**kwargs)
+
+    async def _start_spare(self):
+        """Start the next notebook's kernel now; it boots while this notebook runs."""
+        cls = self.kernel_manager_class
+        km = cls(kernel_name=self.kernel_name, config=self.config) if self.kernel_name else cls(config=self.config)
+        cwd = self._kernel_cwd()
+        try:
+            with timing.timed("kernel start"):
+                await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, **({"cwd": cwd} if cwd else {})))
+        except Exception as exc:  # the next notebook starts its own, as without a spare
+            self.log.warning("starting a kernel ahead failed: %s", exc)
+            return
+        SandboxedExecute._spare = (cwd, km)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # the base class binds its own coroutine
+
+    async def _async_cleanup_kernel(self):
+        with timing.timed("kernel stop"):
+            return await super()._async_cleanup_kernel()
+
+    _cleanup_kernel = run_sync(_async_cleanup_kernel)
+
     async def async_start_new_kernel_client(self):
-        kc = await super().async_start_new_kernel_client()
+        try:
+            with timing.timed("kernel ready"):
+                kc = await super().async_start_new_kernel_client()
+        except Exception:
+            if not self._adopted:
+                raise
+            self.log.warning("the kernel started ahead did not come up; starting a fresh one")
+            self._adopted = False
+            self.km = super().create_kernel_manager()
+            await self.async_start_new_kernel()
+            with timing.timed("kernel ready"):
+                kc = await super().async_start_new_kernel_client()
         lock = getattr(self.km, "lock_runtime_dir", None)
         if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
             lock()
+        if SandboxedExecute._spare is None and SandboxedExecute._spares_started < self.spare_kernels:
+            SandboxedExecute._spares_started += 1
+            await self._start_spare()
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
@@ -131,6 +204,7 @@ class SandboxedExecute(Execute):
 
     async def _restart_and_replay(self, failed_cell):
         self.log.warning("fresh kernel after a failed cell; replaying %d cells", len(self._done))
+        timing.record("restart", 0.0)
         await self._fresh_kernel()
         nb = self.nb
         self._replaying = True  # replayed outputs are thrown away: they are neither kept nor counted
@@ -163,15 +237,18 @@ class SandboxedExecute(Execute):
         calls = check_calls(cell.source) if utils.is_grade(cell) and not utils.is_solution(cell) else []
         if not calls:
             return None
-        if self._case_data is None:
-            from .checks import case_file_data
+        from .checks import case_file_of_seed, read_case_file
 
-            self._case_data = case_file_data(getattr(self.km, "grader_seed", 0))
+        if self._case_file is None:  # the run's case file, else one made once per process from the seed
+            with timing.timed("cases"):
+                self._case_file = (getattr(self.km, "case_file", "")
+                                   or case_file_of_seed(getattr(self.km, "grader_seed", 0)))
+        data = read_case_file(self._case_file)
         wanted = {}
         for grade_id, hidden in calls:
             kind = "hidden" if hidden else "public"
-            if kind in self._case_data.get(grade_id, {}):
-                wanted.setdefault(grade_id, {})[kind] = self._case_data[grade_id][kind]
+            if kind in data.get(grade_id, {}):
+                wanted.setdefault(grade_id, {})[kind] = data[grade_id][kind]
         text = json.dumps(wanted, separators=(",", ":"))
         return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
 
@@ -228,6 +305,20 @@ class SandboxedExecute(Execute):
             super()._update_display_id(display_id, msg)
 
 
+def discard_spare_kernel():
+    """End the kernel started ahead that no notebook took, and start counting again (a grading worker, at
+    the end of its student)."""
+    spare, SandboxedExecute._spare = SandboxedExecute._spare, None
+    SandboxedExecute._spares_started = 0
+    if spare is not None:
+        km = spare[1]
+        try:
+            run_sync(km.shutdown_kernel)(now=True)
+        finally:
+            if not km.context.closed:
+                km.context.destroy(linger=0)
+
+
 def _payloads(cell):
     found = []
     for out in cell.get("outputs", []):
@@ -247,7 +338,7 @@ def _record(grade_id, hidden, passed, stage=None, mistakes=()):
             "mistakes": [[key, message] for key, message in mistakes]}
 
 
-def judge_cell(nb, cell, seed):
+def judge_cell(nb, cell, seed, case_file=None):
     """The verdict of one autograder test cell as (passed, message, records): records, one per check
     of the cell, carry the same diagnosis as data (`_record`)."""
     calls = check_calls(cell.source)
@@ -270,7 +361,7 @@ def judge_cell(nb, cell, seed):
             records.append(_record(grade_id, hidden, False))
             return False, (f"{grade_id}（{kind}）没有得到可用的检查结果：单元格没有运行完"
                            "（前面的错误、超时或内核退出），或者输出被改动。"), records
-        verdict = judge_payload(mine[0], seed=seed)
+        verdict = judge_payload(mine[0], seed=seed, case_file=case_file)
         records.append(_record(grade_id, hidden, verdict.passed, verdict.stage, verdict.mistakes))
         if not verdict.passed:
             return False, f"{grade_id}（{kind}）未通过：\n{verdict.message}", records
@@ -281,14 +372,18 @@ def judge_cell(nb, cell, seed):
 class JudgeProbes(NbGraderPreprocessor):
     """Replace every autograder test cell's outputs by the grader's own verdict."""
 
-    seed = Integer(0, help="Seed of the check cases (the same as SandboxKernelManager.grader_seed).").tag(config=True)
+    seed = Integer(0, help="Seed of the check cases where no kernel ran (the kernels' case file rules).").tag(config=True)
 
     def preprocess(self, nb, resources):
-        seed = self.seed
+        with timing.timed("judging"):
+            return self._judge_all(nb, resources)
+
+    def _judge_all(self, nb, resources):
+        seed, case_file = self.seed, resources.get(CASES_KEY)  # the cases the kernel was given
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
                 try:
-                    passed, message, records = judge_cell(nb, cell, seed)
+                    passed, message, records = judge_cell(nb, cell, seed, case_file)
                 except Exception as exc:  # a verdict that cannot be reached costs this test cell only
                     passed, message, records = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。", []
                 cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]

@@ -31,7 +31,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, Unicode
 from w1d1_student.runner import CASES_ENV
 
-from . import cgroup_limits, no_processes
+from . import cgroup_limits, no_processes, timing
 from .course import ASSIGNMENT, RELEASE_DIR
 
 HOME = "/home/student"
@@ -307,7 +307,9 @@ class SandboxKernelManager(AsyncKernelManager):
     sandbox = Bool(True, config=True, help="Confine kernels with bubblewrap.")
     memory_mb = Integer(3072, config=True, help="Address-space limit of a kernel (MiB).")
     cpu_seconds = Integer(600, config=True, help="CPU-time limit of a kernel (s).")
-    grader_seed = Integer(0, config=True, help="Seed of the check cases for this grading run.")
+    grader_seed = Integer(0, config=True, help="Seed of the check cases, where no case_file is given.")
+    case_file = Unicode("", config=True, help="The grading run's case file (autograder.checks.write_case_file): "
+                        "read by the grader, which hands each test cell its cases; never bound into the sandbox.")
     kernel_python = Unicode(sys.executable, config=True)
 
     def __init__(self, **kwargs):
@@ -358,6 +360,7 @@ class SandboxKernelManager(AsyncKernelManager):
         else:
             env.update({"W1D1_GRADING": "1", "MPLBACKEND": "agg"})
             env.pop(CASES_ENV, None)
+            env.pop(timing.ENV, None)
         kw["env"] = env
         return cmd, kw
 

@@ -1,0 +1,110 @@
+"""Grading cost, side by side (printed, never asserted): a class of 3 full submissions graded by the
+grading command (`grade(..., jobs=1)`) and by plain `nbgrader autograde` + `generate_feedback` with the
+repo's config (tests/entry_points.py), the ratio of the two, and where one student's time goes
+(autograder/timing.py's log)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from autograder import timing  # noqa: E402
+from autograder.grade import grade  # noqa: E402
+from autograder.sandbox import bwrap_command  # noqa: E402
+from bench import make_class  # noqa: E402  (bench/bench.py)
+from tests.entry_points import by_nbgrader  # noqa: E402
+
+STUDENTS = 3
+SEED = 7
+IMPORT_PROBE = ("import time; t = time.perf_counter(); __import__('w1d1_student.registry'); "
+                "print(time.perf_counter() - t)")
+# (label, steps of the log) in the order printed
+PARTS = [("进程启动（含 Python 自身）", ["worker start"]), ("评分进程的导入（nbgrader 等）", ["imports"]),
+         ("nbgrader 自身的启动", ["nbgrader start", "process start to first notebook"]),
+         ("内核启动（含内核里导入整个栈）", ["kernel start", "kernel ready"]),
+         ("内核关闭", ["kernel stop"]), ("生成用例", ["cases"]), ("运行单元格", ["cells"]), ("判分", ["judging"]),
+         ("反馈页面", ["feedback"])]
+
+
+def read_log(path):
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()] if Path(path).exists() else []
+
+
+def sums(entries):
+    total, count = defaultdict(float), defaultdict(int)
+    for e in entries:
+        total[e["what"]] += e["s"]
+        count[e["what"]] += 1
+    return total, count
+
+
+def print_parts(total, count, whole, scale=1.0):
+    known = 0.0
+    for label, steps in PARTS:
+        s = sum(total[k] for k in steps) / scale
+        n = max(count[k] for k in steps) / scale
+        if n:
+            known += s
+            print(f"   {label:<26} {s:6.1f} s  （{n:g} 次）")
+    print(f"   {'其余（nbgrader 自己的步骤：读写、成绩库）':<26} {whole - known:6.1f} s")
+    if count["restart"]:
+        print(f"   其中重启内核 {count['restart'] / scale:g} 次")
+
+
+def kernel_import_seconds():
+    """The stack's import in one sandboxed python (what every graded kernel pays before its first cell)."""
+    try:
+        out = subprocess.run(bwrap_command([sys.executable, "-c", IMPORT_PROBE], None, None),
+                             capture_output=True, text=True, timeout=120)
+        return float(out.stdout.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        make_class(tmp / "class", STUDENTS)
+        os.environ[timing.ENV] = str(tmp / "command.log")
+        t = time.perf_counter()
+        grade(tmp / "class", tmp / "out", jobs=1, seed=SEED, log=lambda *_: None)
+        command = time.perf_counter() - t
+        os.environ[timing.ENV] = str(tmp / "nbgrader.log")
+        t = time.perf_counter()
+        graded = by_nbgrader(tmp / "class", tmp / "course")
+        plain = time.perf_counter() - t
+        del os.environ[timing.ENV]
+        if graded.returncode:
+            print("!!! nbgrader 没有评完：\n" + graded.log[-2000:])
+        mine, theirs = read_log(tmp / "command.log"), read_log(tmp / "nbgrader.log")
+    print(f"1. {STUDENTS} 名学生的完整提交（--jobs 1，沙箱）")
+    print(f"   评分命令 {command:.1f} s；直接 nbgrader autograde + generate_feedback {plain:.1f} s；"
+          f"比值 {command / plain:.2f}（目标 ≤ 0.5）")
+    first = sorted({e["student"] for e in mine if e["student"]})[0]
+    own = [e for e in mine if e["student"] == first]
+    total, count = sums(own)
+    whole = total["student"] + total["worker start"]  # the worker's clock starts after its process did
+    print(f"2. 评分命令里一名学生（{first}）的用时 {whole:.1f} s：")
+    print_parts(total, count, whole)
+    once = {e["what"]: e["s"] for e in mine if e["student"] is None}
+    names = {"cases": "生成用例文件", "run: generate_assignment": "generate_assignment",
+             "run: students": "全部学生（含启动评分进程）", "run: grades and pages": "成绩表与反馈页",
+             "run: class report": "全班报告"}
+    print("   全班一次：" + "，".join(f"{label} {once[k]:.1f} s" for k, label in names.items() if k in once))
+    total, count = sums(theirs)
+    kernels = count["kernel start"] / STUDENTS
+    print(f"3. 直接 nbgrader 平均每名学生（{plain / STUDENTS:.1f} s，含 generate_assignment 与反馈）：")
+    print_parts(total, count, plain / STUDENTS, scale=STUDENTS)
+    imports = kernel_import_seconds()
+    if imports is not None:
+        print(f"4. 沙箱里导入一次 w1d1_student.registry（各题的 driver、torch 等）{imports:.2f} s；每名学生约 {kernels:g} 个内核")
+
+
+if __name__ == "__main__":
+    main()

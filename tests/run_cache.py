@@ -1,0 +1,26 @@
+"""Work done once per test run and shared by every file (and pytest-xdist worker) that needs it.
+
+The first caller makes the result under a file lock and pickles it; the others wait, then read it
+(the pattern the pytest-xdist docs give for a session fixture shared across workers)."""
+import fcntl
+import os
+import pickle
+
+
+def run_dir(tmp_path_factory):
+    """A folder every worker of this test run sees: the parent of the workers' own base folders."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(tmp_path_factory, name, make):
+    """make(folder)'s result, made at most once per test run; `folder` is its own and stays for the run."""
+    folder = run_dir(tmp_path_factory) / name
+    folder.mkdir(exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = folder / ".result.pickle"
+        if not done.exists():
+            done.write_bytes(pickle.dumps(make(folder)))
+        return pickle.loads(done.read_bytes())
+

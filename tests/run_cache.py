@@ -3,6 +3,7 @@
 The first caller makes the result under a file lock and pickles it; the others wait, then read it
 (the pattern the pytest-xdist docs give for a session fixture shared across workers)."""
 import fcntl
+import hashlib
 import os
 import pickle
 
@@ -24,3 +25,14 @@ def once(tmp_path_factory, name, make):
             done.write_bytes(pickle.dumps(make(folder)))
         return pickle.loads(done.read_bytes())
 
+
+def executed_release(tmp_path_factory, name):
+    """tools.build_site.execute_release(name), run once per test run and content of the release folder."""
+    from autograder.course import ASSIGNMENT, RELEASE_DIR
+    from tools.build_site import execute_release
+
+    digest = hashlib.sha256()
+    for path in sorted((RELEASE_DIR / ASSIGNMENT).iterdir()):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return once(tmp_path_factory, f"release-{name}-{digest.hexdigest()[:16]}", lambda _: execute_release(name))

@@ -7,6 +7,9 @@ import hashlib
 import os
 import pickle
 
+from autograder.course import ASSIGNMENT, RELEASE_DIR
+from tools.build_site import execute_release  # bound now: test_site patches build_site's own name
+
 
 def run_dir(tmp_path_factory):
     """A folder every worker of this test run sees: the parent of the workers' own base folders."""
@@ -28,9 +31,6 @@ def once(tmp_path_factory, name, make):
 
 def executed_release(tmp_path_factory, name):
     """tools.build_site.execute_release(name), run once per test run and content of the release folder."""
-    from autograder.course import ASSIGNMENT, RELEASE_DIR
-    from tools.build_site import execute_release
-
     digest = hashlib.sha256()
     for path in sorted((RELEASE_DIR / ASSIGNMENT).iterdir()):
         if path.is_file():

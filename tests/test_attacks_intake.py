@@ -1,7 +1,6 @@
 """Correct answers that intake and the answer check used to mark down (issue 11, round 2: B6, B7, B8),
 graded by the real sandboxed grader. Full marks come from the source notebook, never hard-coded."""
 import copy
-import shutil
 
 import nbformat
 import pytest
@@ -12,7 +11,8 @@ from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests import grading_class as gc
-from tests.entry_points import ENTRY_POINTS, grade_both
+from tests.entry_points import ENTRY_POINTS
+from tests.shared_class import attack_class
 
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
 NB2 = "02_scaled_dot_product"
@@ -69,10 +69,7 @@ def build(root):
 
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("intake")
-    build(tmp / "class")
-    yield grade_both(tmp / "class", tmp, seed=2468)
-    shutil.rmtree(tmp, ignore_errors=True)
+    return attack_class(tmp_path_factory)  # build()'s students, graded with the other attack files'
 
 
 @pytest.fixture(params=ENTRY_POINTS)

@@ -12,7 +12,8 @@ import pytest
 
 from autograder.reports import graded_cells
 from tests import red_team_submissions as rt
-from tests.entry_points import ENTRY_POINTS, grade_both
+from tests.entry_points import ENTRY_POINTS
+from tests.shared_class import attack_class
 
 PEEK = """
 import os, sys
@@ -43,12 +44,14 @@ def exercise_points(run, student, notebook, exercise):
                if sid == student and nb == notebook and gid.removeprefix("test_").split("__")[0] == exercise)
 
 
+def build(root):
+    for put in BUILT:
+        put(root)
+
+
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("round5")
-    for build in BUILT:
-        build(tmp / "class")
-    return grade_both(tmp / "class", tmp, seed=7)
+    return attack_class(tmp_path_factory)  # build()'s students, graded with the other attack files'
 
 
 @pytest.fixture(params=ENTRY_POINTS)

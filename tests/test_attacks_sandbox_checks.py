@@ -11,7 +11,8 @@ import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
-from tests.entry_points import ENTRY_POINTS, grade_both
+from tests.entry_points import ENTRY_POINTS
+from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
 from tests.variants.nb06_api import VARIANTS as V06
@@ -30,9 +31,7 @@ def _solution(name, **answers):
     return nb
 
 
-@pytest.fixture(scope="module")
-def classes(tmp_path_factory):
-    subs = tmp_path_factory.mktemp("class")
+def build(subs):
     notebooks = {
         "lazy": [("04_multihead", {"mha": MHA_PATCHES_DETECTOR}),
                  ("02_scaled_dot_product", {"attention_function": APPLY_OVERRIDDEN})],
@@ -44,7 +43,11 @@ def classes(tmp_path_factory):
         (subs / student).mkdir()
         for name, answers in items:
             nbformat.write(_solution(name, **answers), subs / student / f"{name}.ipynb")
-    return grade_both(subs, tmp_path_factory.mktemp("out"), seed=5)
+
+
+@pytest.fixture(scope="module")
+def classes(tmp_path_factory):
+    return attack_class(tmp_path_factory)  # build()'s students, graded with the other attack files'
 
 
 @pytest.fixture(params=ENTRY_POINTS)

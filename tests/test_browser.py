@@ -16,7 +16,8 @@ from w1d1_student.cell_source import check_calls
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR, available_notebooks
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ROOT, Notebook, copy_notebooks, ensure_chromium, lab_server
-from tools.build_site import execute_release, figure_cells
+from tests.run_cache import executed_release
+from tools.build_site import figure_cells
 
 SHOTS = ROOT / "test-output" / "browser"
 PASS_MESSAGE = "✅ 公开检查通过：{}"
@@ -60,9 +61,9 @@ def public_check_cells(cells):
 
 
 @pytest.mark.parametrize("name", available_notebooks())
-def test_notebook_runs_in_jupyterlab(lab, name):
+def test_notebook_runs_in_jupyterlab(lab, name, tmp_path_factory):
     released = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
-    expected_figures = figure_cells(execute_release(name))
+    expected_figures = figure_cells(executed_release(tmp_path_factory, name))  # the run test_site's build() makes
     with open_notebook(lab, name, f"run-{name}") as nb:
         not_run = nb.run_all()
         checks = public_check_cells(released.cells)

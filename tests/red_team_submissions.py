@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import ASSIGNMENT, RELEASE_DIR
+from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from tests.variants import notebook_solution
 
 # --------------------------------------------------------------------------- helpers
@@ -37,11 +37,17 @@ def cell(nb, gid):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == gid)
 
 
+def answer_cell(nb_name, gid):
+    """The solution notebook's answer cell to `gid`, as a student writes it (the demo cells stay where they are:
+    `notebook_solution` would carry their definitions, PyTorch's own attention included, into the cell)."""
+    return cell(nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{nb_name}.ipynb", as_version=4), gid).source
+
+
 def solved(nb_name, gids, **overrides):
     """The release notebook with the solution's answers to `gids` and `overrides` (gid -> source)."""
     nb = release(nb_name)
     for gid in gids:
-        cell(nb, gid).source = notebook_solution(gid)
+        cell(nb, gid).source = answer_cell(nb_name, gid)
     for gid, src in overrides.items():
         cell(nb, gid).source = src
     return nb
@@ -348,7 +354,7 @@ def f3d_warm_thread_pool(root):
 
 # F3b: the machinery check costs only the exercise whose answer cell holds the reference. The raw
 # `_thread` helper sits in split_merge_heads' cell (3 points); mha (12 points) calls it.
-SPLIT_WITH_RAW_THREAD = notebook_solution("split_merge_heads") + '''
+SPLIT_WITH_RAW_THREAD = answer_cell(NB04, "split_merge_heads") + '''
 
 import _thread
 
@@ -596,3 +602,163 @@ BUILDERS = [f5_markdown_copy_above_answer, f6_split_answer_then_stripped, f7_pro
             f1_hidden_inputs_leak, f1b_answer_cell_prints_case_file, f2_autograd_precomputed_from_case_file, f4_softmax_backward_kernel,
             f3_mha_thread_without_profile_hook, f3b_mha_raw_thread_from_other_cell,
             f3c_nb02_autograd_in_hidden_thread, f3d_warm_thread_pool]
+
+
+# --------------------------------------------------------------------------- red team of issue 20
+# What a student who read the reorganised package tried (each got full marks before the fixes, on both paths):
+#   g1  %%time body holding a line magic: the static check parsed the body as plain Python, failed, saw nothing
+#   g2  the callers' frames: sys._getframe / f_locals reach nb02's AutogradUse watches and stop them
+#   g3  check.__globals__: runner's module dict, without writing the package's name; run_cases wrapped
+#   g4  torch's own eager attention under another name (torch._higher_order_ops.flex_attention.math_attention)
+
+MHA_TORCH_FORWARD = '''
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
+        b = None if self.W_q.bias is None else torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+        am = None if mask is None else torch.as_tensor(mask).expand(B, h, T, T).reshape(B * h, T, T)
+        xt = x.transpose(0, 1)
+        y, a = nn.functional.multi_head_attention_forward(
+            xt, xt, xt, d, h, w, b, None, None, False, 0.0, self.W_o.weight, self.W_o.bias,
+            training=False, need_weights=True, attn_mask=am, average_attn_weights=False)
+        y = y.transpose(0, 1)
+        return (y, a) if need_weights else y
+'''
+
+MHA_MAGIC_BODY = '''%%time
+%pwd
+import torch
+import torch.nn as nn
+import w1d1_student.exercises.nb04_multihead as M
+from w1d1_student.driver import Driver
+
+_drv, _judge = M.EXERCISES["mha"]
+if not getattr(_drv.run, "_mine", False):
+    def _run(ns, case, _orig=_drv.run):
+        out = _orig(ns, case)
+        out["used_sdpa"] = out["used_torch_mha"] = False
+        return out
+    _run._mine = True
+    M.EXERCISES["mha"] = (Driver(_drv.names, _run), _judge)
+''' + MHA_TORCH_FORWARD
+
+
+def g1_magic_body_with_a_line_magic(root):
+    return put(root, "g1_magic_body", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_MAGIC_BODY))
+
+
+BLIND_FRAMES = '''
+import sys
+
+def _blind():
+    f = sys._getframe(1)
+    while f is not None:
+        for v in list(f.f_locals.values()):
+            if type(v).__name__ == "AutogradUse":
+                v.stop()
+                for seen in v.seen.values():
+                    seen.clear()
+        f = f.f_back
+'''
+
+AUTOGRAD_BACKWARD = '''
+import numpy as np
+import torch
+
+def attention_backward(dY, cache):
+    _blind()
+    Q, K, V, A, Y, s = cache
+    q, k, v = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (Q, K, V))
+    with torch.enable_grad():
+        S = (q @ k.transpose(-2, -1)) * s
+        S = S.masked_fill(torch.as_tensor(A == 0), float("-inf"))
+        y = torch.softmax(S, -1) @ v
+        g = torch.autograd.grad(y, (q, k, v), torch.as_tensor(np.asarray(dY, dtype=np.float64)))
+    return tuple(t.numpy() for t in g)
+'''
+
+GLOBALS_OF_CHECK = '''
+def _blind():
+    pass
+
+def _install():
+    g = check.__globals__
+    orig = g["run_cases"]
+    if getattr(orig, "_mine", False):
+        return
+    def run_cases(grade_id, ns, cases, hidden=False):
+        p = orig(grade_id, ns, cases, hidden)
+        for r in p["results"]:
+            out = r.get("out")
+            if isinstance(out, dict) and "autograd" in out:
+                out["autograd"] = {w: {"calls": [], "engine": [], "graph": []} for w in ("forward", "backward")}
+                out["used_threads"] = False
+        return p
+    run_cases._mine = True
+    g["run_cases"] = run_cases
+
+_install()
+'''
+
+NB02_OTHERS = ["init_score_std", "attention_forward", "numerical_gradient", "attention_function"]
+
+
+def g2_frames_stop_the_watch(root):
+    nb = solved(NB02, NB02_OTHERS, attention_backward=BLIND_FRAMES + AUTOGRAD_BACKWARD)
+    return put(root, "g2_frames", NB02, nb)
+
+
+def g3_globals_of_check(root):
+    nb = solved(NB02, NB02_OTHERS, attention_backward=GLOBALS_OF_CHECK + AUTOGRAD_BACKWARD)
+    return put(root, "g3_globals", NB02, nb)
+
+
+MHA_MATH_ATTENTION = '''
+import math
+import torch
+import torch.nn as nn
+from torch._higher_order_ops.flex_attention import math_attention
+
+def _attend(q, k, v, mask):
+    B, h, T, _ = q.shape
+    keep = None if mask is None else ~torch.as_tensor(mask).expand(B, h, T, T)
+    mask_mod = (lambda b, hh, i, j: i >= 0) if keep is None else (lambda b, hh, i, j: keep[b, hh, i, j])
+    return math_attention(q, k, v, lambda s, b, hh, i, j: s, (mask_mod,), 1.0 / math.sqrt(q.shape[-1]), {})[0]
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        sp = lambda t: t.reshape(B, T, h, d // h).transpose(1, 2)
+        q, k, v = sp(self.W_q(x)), sp(self.W_k(x)), sp(self.W_v(x))
+        y = self.W_o(_attend(q, k, v, mask).transpose(1, 2).reshape(B, T, d))
+        if not need_weights:
+            return y
+        return y, _attend(q, k, torch.eye(T, dtype=x.dtype).expand(B, h, T, T), mask)
+'''
+
+
+def g4_torch_attention_under_another_name(root):
+    return put(root, "g4_math_attention", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_MATH_ATTENTION))
+
+
+ISSUE20 = [g1_magic_body_with_a_line_magic, g2_frames_stop_the_watch, g3_globals_of_check,
+           g4_torch_attention_under_another_name]

@@ -1,7 +1,8 @@
 """One class for the attack tests, graded once per test run through both entry points.
 
 Each attack file puts its own students in (BUILDERS) and reads its students' results back. The seed
-only picks the grading command's hidden cases: plain nbgrader draws its own, and the tests hold for both."""
+only picks the grading command's hidden cases: plain nbgrader draws its own, and the tests hold for both.
+The command grades two students at a time (nbgrader's own path runs beside it, one at a time)."""
 import importlib
 
 from tests.entry_points import grade_both
@@ -29,4 +30,4 @@ def build(root):
 
 def attack_class(tmp_path_factory):
     """{entry point: Graded} for the whole attack class, graded at most once per test run."""
-    return once(tmp_path_factory, "attack-class", lambda folder: grade_both(build(folder / "class"), folder, seed=SEED))
+    return once(tmp_path_factory, "attack-class", lambda folder: grade_both(build(folder / "class"), folder, seed=SEED, jobs=2))

@@ -32,7 +32,7 @@ BUILT = [peek_at_cases, rt.f2_autograd_precomputed_from_case_file,
          rt.f1_hidden_inputs_leak, rt.f1b_answer_cell_prints_case_file, rt.f3b_mha_raw_thread_from_other_cell,
          rt.f4_softmax_backward_kernel, rt.f5_markdown_copy_above_answer, rt.f6_split_answer_then_stripped,
          rt.f8_file_name_into_nbgrader_log, rt.f9_deep_probe_crashes_judge,
-         rt.f9b_raw_deep_message, rt.f11_minor4_with_ids, rt.f11b_markdown_with_outputs, rt.control_honest]
+         rt.f9b_raw_deep_message, rt.f11_minor4_with_ids, rt.f11b_markdown_with_outputs, rt.control_honest, *rt.ISSUE20]
 
 
 def full(notebook):
@@ -100,6 +100,19 @@ def test_torch_derivative_operators_are_not_a_hand_written_backward(run):
     student = "f4_softmax_bwd_kernel"
     assert exercise_points(run, student, rt.NB02, "attention_function") == 0
     assert exercise_points(run, student, rt.NB02, "attention_backward") > 0  # its own, hand-written
+
+
+@pytest.mark.parametrize("student,notebook,exercise", [
+    ("g1_magic_body", rt.NB04, "mha"), ("g4_math_attention", rt.NB04, "mha"),
+    ("g2_frames", rt.NB02, "attention_backward"), ("g3_globals", rt.NB02, "attention_backward")])
+def test_what_the_reorganised_package_offered_a_reader_scores_nothing(run, student, notebook, exercise):
+    """Red team of issue 20 (full marks on both paths before the fixes): a %%time body with a line magic that
+    reaches the driver table, torch's eager attention under another name, the callers' frames stopping the
+    autograd watch, `check.__globals__` rewriting what the kernel reports."""
+    assert exercise_points(run, student, notebook, exercise) == 0
+    assert "计 0 分" in run.page(student, notebook)
+    if student == "g4_math_attention":  # a forbidden API costs mha only; the others reach the machinery
+        assert exercise_points(run, student, notebook, "split_merge_heads") > 0
 
 
 @pytest.mark.parametrize("student", ["f5_md_copy_above", "f6_split_stripped", "f11_minor4_ids", "f11b_md_outputs",

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def sums(entries):
     return total, count
 
 
+def padded(label, width=40):
+    """`label` padded to `width` terminal columns (a Chinese character takes two)."""
+    return label + " " * max(0, width - sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in label))
+
+
 def print_parts(total, count, whole, scale=1.0):
     known = 0.0
     for label, steps in PARTS:
@@ -51,8 +57,8 @@ def print_parts(total, count, whole, scale=1.0):
         n = max(count[k] for k in steps) / scale
         if n:
             known += s
-            print(f"   {label:<26} {s:6.1f} s  （{n:g} 次）")
-    print(f"   {'其余（nbgrader 自己的步骤：读写、成绩库）':<26} {whole - known:6.1f} s")
+            print(f"   {padded(label)} {s:6.1f} s  （{n:.2g} 次）")
+    print(f"   {padded('其余（nbgrader 自己的步骤：读写、成绩库）')} {whole - known:6.1f} s")
     if count["restart"]:
         print(f"   其中重启内核 {count['restart'] / scale:g} 次")
 

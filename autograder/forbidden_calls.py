@@ -37,7 +37,10 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
                    "AutogradUse",
                    # making later cells read differently here than they run in the kernel
                    "input_transformers_cleanup", "input_transformers_post", "input_transformer_manager",
-                   "ast_transformers")
+                   "ast_transformers",
+                   # code that runs when the grader's own cells run (the cases are delivered in one)
+                   "pre_run_cell", "pre_execute", "post_run_cell", "post_execute", "raw_cell", "settrace",
+                   "setprofile", "addaudithook")
 # parts of a name: every torch function that pushes, pops or reads the function and dispatch mode stacks
 MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", "_torch_function_stack",
                    "_torch_dispatch_stack", "_disable_current_modes")

@@ -760,5 +760,61 @@ def g4_torch_attention_under_another_name(root):
     return put(root, "g4_math_attention", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_MATH_ATTENTION))
 
 
-ISSUE20 = [g1_magic_body_with_a_line_magic, g2_frames_stop_the_watch, g3_globals_of_check,
+# h1 (a second red team): an IPython pre_run_cell event sees the cell that delivers the cases and precomputes
+# the hidden cases' gradients with autograd outside the watch (20/20 on nb02 before the static check knew the hook)
+HOOK_PEEK = DECODER + '''
+import ast, math
+import torch
+
+def _key(Q, K, V, mask):
+    f = lambda a: np.asarray(a, dtype=np.float32).tobytes()
+    m = b"-" if mask is None else np.asarray(mask, dtype=bool).tobytes() + str(np.shape(mask)).encode()
+    return f(Q) + b"|" + f(K) + b"|" + f(V) + b"|" + m + str(np.shape(Q)).encode()
+
+def _attn(q, k, v, mask):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+_JAC = globals().setdefault("_JAC", {})
+
+def _peek(info):
+    try:
+        data = _dec(json.loads(ast.parse(info.raw_cell).body[0].value.args[0].value))
+    except Exception:
+        return
+    for kinds in data.values():
+        for cases in kinds.values():
+            for c in cases:
+                if all(n in c for n in "QKV"):
+                    ins = [torch.tensor(np.asarray(c[n], dtype=np.float64)) for n in "QKV"]
+                    J = torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, c.get("mask")), tuple(ins))
+                    _JAC[_key(c["Q"], c["K"], c["V"], c.get("mask"))] = [j.numpy() for j in J]
+
+_ev = get_ipython().events
+if not any(getattr(f, "__name__", "") == "_peek" for f in _ev.callbacks["pre_run_cell"]):
+    _ev.register("pre_run_cell", _peek)
+
+def _vjp(key, dY, shapes):
+    J = _JAC[key]
+    dY = np.asarray(dY, dtype=np.float64)
+    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(J, shapes)]
+'''
+
+HOOK_BACKWARD = HOOK_PEEK + CHEAT_FORWARD + '''
+
+def attention_backward(dY, cache):
+    Q, K, V, mask = cache
+    return tuple(_vjp(_key(Q, K, V, mask), dY, (np.shape(Q), np.shape(K), np.shape(V))))
+'''
+
+
+def h1_hook_sees_the_delivered_cases(root):
+    nb = solved(NB02, ["init_score_std", "numerical_gradient", "attention_function"],
+                attention_forward=CHEAT_FORWARD, attention_backward=HOOK_BACKWARD)
+    return put(root, "h1_hook", NB02, nb)
+
+
+ISSUE20 = [h1_hook_sees_the_delivered_cases, g1_magic_body_with_a_line_magic, g2_frames_stop_the_watch, g3_globals_of_check,
            g4_torch_attention_under_another_name]

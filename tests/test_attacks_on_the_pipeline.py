@@ -104,11 +104,13 @@ def test_torch_derivative_operators_are_not_a_hand_written_backward(run):
 
 @pytest.mark.parametrize("student,notebook,exercise", [
     ("g1_magic_body", rt.NB04, "mha"), ("g4_math_attention", rt.NB04, "mha"),
-    ("g2_frames", rt.NB02, "attention_backward"), ("g3_globals", rt.NB02, "attention_backward")])
+    ("g2_frames", rt.NB02, "attention_backward"), ("g3_globals", rt.NB02, "attention_backward"),
+    ("h1_hook", rt.NB02, "attention_backward")])
 def test_what_the_reorganised_package_offered_a_reader_scores_nothing(run, student, notebook, exercise):
     """Red team of issue 20 (full marks on both paths before the fixes): a %%time body with a line magic that
     reaches the driver table, torch's eager attention under another name, the callers' frames stopping the
-    autograd watch, `check.__globals__` rewriting what the kernel reports."""
+    autograd watch, `check.__globals__` rewriting what the kernel reports, a pre_run_cell event reading the
+    cell that delivers the cases."""
     assert exercise_points(run, student, notebook, exercise) == 0
     assert "计 0 分" in run.page(student, notebook)
     if student == "g4_math_attention":  # a forbidden API costs mha only; the others reach the machinery

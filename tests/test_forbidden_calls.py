@@ -127,6 +127,10 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     "from torch.utils._python_dispatch import _pop_mode_temporarily",
     "import torch\nstack = torch.overrides._get_current_function_mode_stack()",
     "get_ipython().input_transformers_cleanup.append(str.upper)",
+    # a second red team: code run by the cell that delivers the cases sees them
+    "def _peek(info):\n    pass\nget_ipython().events.register('pre_run_cell', _peek)",
+    "import sys\nsys.settrace(lambda *a: None)",
+    "import sys\nsys.addaudithook(print)",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in

@@ -123,7 +123,8 @@ def f1b_answer_cell_prints_case_file(root):
 # Nothing in the cells names the checking machinery (no w1d1_student, no sys.modules).
 
 NB02 = "02_scaled_dot_product"
-_PRECOMPUTE = DECODER + '''
+# what both precomputing answers share: a case's key, float64 attention, and the lookup (_vjp)
+_KEYED_ATTENTION = '''
 import math
 import torch
 
@@ -137,6 +138,14 @@ def _attn(q, k, v, mask):
     if mask is not None:
         s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
     return torch.softmax(s, -1) @ v
+'''
+_LOOKUP = '''
+def _vjp(key, dY, shapes):
+    J = _JAC[key]
+    dY = np.asarray(dY, dtype=np.float64)
+    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(J, shapes)]
+'''
+_PRECOMPUTE = DECODER + _KEYED_ATTENTION + '''
 
 _JAC = {}
 _path = os.environ.get("W1D1_CASES")
@@ -149,12 +158,7 @@ if _path and os.path.exists(_path):
                 _ins = [torch.tensor(np.asarray(_c[n], dtype=np.float64)) for n in "QKV"]
                 _J = torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, _c["mask"]), tuple(_ins))
                 _JAC[_key(_c["Q"], _c["K"], _c["V"], _c["mask"])] = [j.numpy() for j in _J]
-
-def _vjp(key, dY, shapes):
-    J = _JAC[key]
-    dY = np.asarray(dY, dtype=np.float64)
-    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(J, shapes)]
-'''
+''' + _LOOKUP
 
 CHEAT_FORWARD = '''
 import numpy as np
@@ -762,20 +766,8 @@ def g4_torch_attention_under_another_name(root):
 
 # h1 (a second red team): an IPython pre_run_cell event sees the cell that delivers the cases and precomputes
 # the hidden cases' gradients with autograd outside the watch (20/20 on nb02 before the static check knew the hook)
-HOOK_PEEK = DECODER + '''
-import ast, math
-import torch
-
-def _key(Q, K, V, mask):
-    f = lambda a: np.asarray(a, dtype=np.float32).tobytes()
-    m = b"-" if mask is None else np.asarray(mask, dtype=bool).tobytes() + str(np.shape(mask)).encode()
-    return f(Q) + b"|" + f(K) + b"|" + f(V) + b"|" + m + str(np.shape(Q)).encode()
-
-def _attn(q, k, v, mask):
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
-    return torch.softmax(s, -1) @ v
+HOOK_PEEK = DECODER + _KEYED_ATTENTION + '''
+import ast
 
 _JAC = globals().setdefault("_JAC", {})
 
@@ -795,12 +787,7 @@ def _peek(info):
 _ev = get_ipython().events
 if not any(getattr(f, "__name__", "") == "_peek" for f in _ev.callbacks["pre_run_cell"]):
     _ev.register("pre_run_cell", _peek)
-
-def _vjp(key, dY, shapes):
-    J = _JAC[key]
-    dY = np.asarray(dY, dtype=np.float64)
-    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(J, shapes)]
-'''
+''' + _LOOKUP
 
 HOOK_BACKWARD = HOOK_PEEK + CHEAT_FORWARD + '''
 

@@ -25,6 +25,7 @@ import nbformat
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from tests.variants import notebook_solution
+from tests.variants.nb04_multihead import MHA_TORCH
 
 # --------------------------------------------------------------------------- helpers
 
@@ -615,30 +616,6 @@ BUILDERS = [f5_markdown_copy_above_answer, f6_split_answer_then_stripped, f7_pro
 #   g3  check.__globals__: runner's module dict, without writing the package's name; run_cases wrapped
 #   g4  torch's own eager attention under another name (torch._higher_order_ops.flex_attention.math_attention)
 
-MHA_TORCH_FORWARD = '''
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_heads, bias=True):
-        super().__init__()
-        self.d_model, self.n_heads = d_model, n_heads
-        self.W_q = nn.Linear(d_model, d_model, bias=bias)
-        self.W_k = nn.Linear(d_model, d_model, bias=bias)
-        self.W_v = nn.Linear(d_model, d_model, bias=bias)
-        self.W_o = nn.Linear(d_model, d_model, bias=bias)
-
-    def forward(self, x, mask=None, need_weights=False):
-        B, T, d = x.shape
-        h = self.n_heads
-        w = torch.cat([self.W_q.weight, self.W_k.weight, self.W_v.weight])
-        b = None if self.W_q.bias is None else torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
-        am = None if mask is None else torch.as_tensor(mask).expand(B, h, T, T).reshape(B * h, T, T)
-        xt = x.transpose(0, 1)
-        y, a = nn.functional.multi_head_attention_forward(
-            xt, xt, xt, d, h, w, b, None, None, False, 0.0, self.W_o.weight, self.W_o.bias,
-            training=False, need_weights=True, attn_mask=am, average_attn_weights=False)
-        y = y.transpose(0, 1)
-        return (y, a) if need_weights else y
-'''
-
 MHA_MAGIC_BODY = '''%%time
 %pwd
 import torch
@@ -654,7 +631,7 @@ if not getattr(_drv.run, "_mine", False):
         return out
     _run._mine = True
     M.EXERCISES["mha"] = (Driver(_drv.names, _run), _judge)
-''' + MHA_TORCH_FORWARD
+''' + MHA_TORCH
 
 
 def g1_magic_body_with_a_line_magic(root):

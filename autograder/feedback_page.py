@@ -7,9 +7,9 @@ Three layers (configured in nbgrader_config.py):
 2. nbconvert's own sanitising (`HTMLExporter.sanitize_html`) and `SafeHTMLExporter` clean every
    rendered markdown cell and HTML output with `clean_html` below (bleach with an allow-list: no scripts, no event handlers,
    no style, images only from data: URLs);
-3. `finish_page` (called by the exporter itself, on every path) gives every page a
-   Content-Security-Policy that forbids scripts (so MathJax does
-   not run either: formulas show as TeX source) and any request off the page.
+3. `finish_page` (called by the exporter itself, on every path, once per page) gives every page its
+   notes banner and a Content-Security-Policy that forbids scripts (so MathJax does not run either:
+   formulas show as TeX source) and any request off the page.
 """
 import html
 import json
@@ -19,10 +19,12 @@ import bleach
 import nbformat
 from bleach.css_sanitizer import CSSSanitizer
 from jinja2 import pass_context
-from nbconvert.exporters import HTMLExporter
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
-from traitlets import Bool, Integer
+from traitlets import Bool, Dict, Integer
 
 from .notes import stored_in
 
@@ -55,11 +57,25 @@ def clean_html(element):
 class SafeHTMLExporter(HTMLExporter):
     """HTML export whose rendered markdown is always cleaned: nbgrader's feedback template renders
     graded (written-answer) cells with `markdown2html` alone, outside nbconvert's sanitising. Every
-    page it writes is finished here: the notes the chain stored in the notebook, the CSP, the size cap."""
+    page it writes is finished here: the notes the chain stored in the notebook and the grading
+    command's own, the CSP, the size cap."""
+
+    more_notes = Dict(help="{notebook: notes} the grading command found outside the notebook (its folder, the "
+                      "other notebooks), shown after the chain's own; plain nbgrader has none.").tag(config=True)
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        output, resources = super().from_notebook_node(nb, resources, **kw)
-        return finish_page(output, stored_in(nb)), resources
+        name = ((resources or {}).get("metadata") or {}).get("name")
+        # HTMLExporter's own, less its last step: a BeautifulSoup pass (half the export's time) that marks
+        # JupyterLab-template cells focusable (nbgrader's template has none) and gives images a stock alt text
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
+                                                                      resources=resources))
+        output, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        chain = stored_in(nb)
+        return finish_page(output, chain + [n for n in self.more_notes.get(name, ()) if n not in chain]), resources
 
     @pass_context
     def markdown2html(self, context, source):

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import class_report, feedback_page, reports, timing
 from .course import ASSIGNMENT, api, available_notebooks
 from .errors import GradingError
-from .grading_worker import grade_student
+from .grading_worker import grade_student, share_gate
 from .intake import list_students, read_submission
 from .notes import Note, for_page, from_data, printable
 from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
@@ -38,35 +38,50 @@ WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "a
                   "nbconvert.exporters.html", "w1d1_student.registry"]
 
 
+def _page_notes(rec, notebooks):
+    """{notebook: the notes its page shows}: its own, then the submission's (the exporter adds the chain's)."""
+    return {name: for_page(rec["notes"], name) for name in notebooks}
+
+
 def _write_feedback(work, gen, student, rec, notebooks):
-    """DIR/feedback/<student>/*.html from nbgrader's pages, with the notes banner and the CSP."""
+    """DIR/feedback/<student>/*.html: nbgrader's pages as the exporter finished them (notes banner, CSP), or
+    a page of notes where there is none."""
     dest = gen / "feedback" / student
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for name in notebooks:
         src = work / "feedback" / student / ASSIGNMENT / f"{name}.html"
-        on_page = set(rec.get("in_page", {}).get(name, ()))  # the chain's own notes are on nbgrader's page
-        mine = [t for t in for_page(rec["notes"], name) if t not in on_page]
         target = dest / f"{name}.html"
         if rec["ok"] and name in rec["notebooks"] and src.exists():
-            write_text(target, feedback_page.finish_page(src.read_text(encoding="utf-8"), mine))
+            shutil.copyfile(src, target)
         elif name in rec["broken"] or name in rec["notebooks"]:
             why = rec["broken"].get(name, "评分没有完成")
-            write_text(target, feedback_page.plain_page(name, mine or [why]))
+            write_text(target, feedback_page.plain_page(name, for_page(rec["notes"], name) or [why]))
 
 
-def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
+def _worker_context():
+    """A fresh process per student, forked from a server that has only imported the grading stack (once
+    per run, not once per student): no state (event loops, sockets, sessions) carries over. The server
+    starts now and imports while the caller goes on (generate_assignment)."""
+    from multiprocessing import forkserver
+
+    ctx = get_context("forkserver")
+    ctx.set_forkserver_preload(WORKER_IMPORTS)
+    forkserver.ensure_running()
+    return ctx
+
+
+def _run_pool(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log):
     """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
     results = {}
     if not tasks:
         return results
-    ctx = get_context("forkserver")
-    # a fresh process per student, forked from a server that has only imported the grading stack (once
-    # per run, not once per student): no state (event loops, sockets, sessions) carries over
-    ctx.set_forkserver_preload(WORKER_IMPORTS)
-    with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only): sid
+    # one worker more than --jobs: it starts, and writes pages, while the others hold the kernel places
+    with ProcessPoolExecutor(max_workers=max(1, jobs) + 1, mp_context=ctx, max_tasks_per_child=1,
+                             initializer=share_gate, initargs=(ctx.Semaphore(max(1, jobs)),)) as pool:
+        futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only,
+                               _page_notes(records[sid], notebooks)): sid
                    for sid, only in tasks.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             sid = futures[fut]
@@ -78,12 +93,11 @@ def _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log):
             last = (res["error"].strip().splitlines() or [""])[-1][:120]
             status = ("反馈已按成绩库更新" if tasks[sid] else "完成") if res["success"] else f"失败：{last}"
             log(f"  [{i}/{len(tasks)}] {sid:<16} {res['seconds']:6.1f} s  {status}")
-    _stop_helper_processes()
     return results
 
 
 def _stop_helper_processes():
-    """The pool started multiprocessing's fork server and resource tracker: end them now, so the command
+    """The run started multiprocessing's fork server and resource tracker: end them now, so the command
     returns only when every process it started has ended (they would linger, then stay as zombies)."""
     from multiprocessing import forkserver, resource_tracker
 
@@ -129,6 +143,7 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     try:
         return _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students, skipped)
     finally:
+        _stop_helper_processes()
         output.unlock()
 
 
@@ -143,6 +158,7 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     work = gen / "nbgrader"
     stamp = file_stamp(prev / "nbgrader" / "gradebook.db") if prev is not None else None
     refresh = carry_over(prev, gen, previous_state, regrade)
+    workers = _worker_context() if regrade or refresh else None
 
     if previous_state.get("grader") != version or not (work / "release").is_dir():
         log(f"生成作业 {ASSIGNMENT}（{len(notebooks)} 本笔记本），写入成绩库 …")
@@ -176,7 +192,7 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
         with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
             case_file = write_case_file(seed, private)
         with timing.timed("run: students"):
-            results = _run_pool(work, jobs, tasks, case_file, sandbox, timeout, log)
+            results = _run_pool(workers, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log)
     for sid, res in results.items():
         if tasks[sid]:
             continue

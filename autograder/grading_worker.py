@@ -2,11 +2,13 @@
 import os
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import timing
 from .course import ASSIGNMENT, api
 from .notes import stored_in
+from .sandbox import AHEAD_IMPORTS
 
 
 def chain_notes(work, student):
@@ -22,8 +24,31 @@ def chain_notes(work, student):
     return found
 
 
-def grade_student(work, student, case_file, sandbox, timeout, feedback_only=False):
-    """Worker: autograde one student and make their feedback (runs in its own process)."""
+_GATE = {"students": None}  # the run's semaphore: how many workers may have kernels at a time
+
+
+def share_gate(gate):
+    """Pool initializer: the run's gate (a semaphore of --jobs places)."""
+    _GATE["students"] = gate
+
+
+@contextmanager
+def kernels_turn(wait):
+    """Hold one of the run's --jobs places while notebooks run: a worker starts, boots its first kernel
+    and writes pages outside it (beside the student who holds it). Waits at most `wait` seconds, so a worker that died
+    holding a place slows the others down, never stops them."""
+    gate, asked = _GATE["students"], time.monotonic()
+    held = gate.acquire(timeout=wait) if gate is not None else False
+    try:
+        yield time.monotonic() - asked  # seconds spent waiting for the place
+    finally:
+        if held:
+            gate.release()
+
+
+def grade_student(work, student, case_file, sandbox, timeout, feedback_only=False, page_notes=None):
+    """Worker: autograde one student and make their feedback (runs in its own process). page_notes:
+    {notebook: the command's own notes for its page}."""
     started = time.monotonic()
     timing.WHO["student"] = student
     timing.record("worker start", timing.since_process_start() or 0.0)
@@ -39,19 +64,33 @@ def grade_student(work, student, case_file, sandbox, timeout, feedback_only=Fals
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
     nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    # each notebook's kernel boots while the one before it runs (fresh kernels all the same)
+    nbg.coursedir.config.SandboxKernelManager.more_imports = AHEAD_IMPORTS
+    nbg.coursedir.config.SafeHTMLExporter.more_notes = page_notes or {}
+    # each notebook's kernel boots while the ones before it run (fresh kernels all the same); the first
+    # while nbgrader starts (sandboxed only: its working folder is its own, not the one nbgrader remakes)
     submitted = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
-    nbg.coursedir.config.SandboxedExecute.spare_kernels = max(len(submitted) - 1, 0)
-    try:
-        result, failed = ({"success": True}, []) if feedback_only else _autograde(nbg, work, student)
-    finally:
-        nbgrader_plugins.discard_spare_kernel()
+    first_now = sandbox and bool(submitted) and not feedback_only
+    nbg.coursedir.config.SandboxedExecute.spare_kernels = max(len(submitted) - (not first_now), 0)
+    waited = 0.0
+    if feedback_only:
+        result, failed = {"success": True}, []
+    else:
+        budget = nbgrader_plugins.SandboxedExecute.notebook_timeout.default_value
+        try:
+            if first_now:  # boots while the student before still holds the place
+                graded_in = nbg.coursedir.format_path(nbg.coursedir.autograded_directory, student, ASSIGNMENT)
+                nbgrader_plugins.start_first_kernel(nbg.coursedir.config, graded_in)
+            with kernels_turn(len(submitted) * budget + 60) as waited:
+                result, failed = _autograde(nbg, work, student)
+        finally:
+            nbgrader_plugins.discard_spare_kernels()
     with timing.timed("feedback"):
         feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
-    timing.record("student", time.monotonic() - started)
+    seconds = time.monotonic() - started - waited
+    timing.record("student", seconds)
     return {"student": student, "success": result["success"], "error": (result.get("error") or "")[-2000:],
             "log": (result.get("log") or "")[-4000:], "feedback": feedback["success"], "failed": failed,
-            "notes": chain_notes(work, student), "seconds": time.monotonic() - started}
+            "notes": chain_notes(work, student), "seconds": seconds}
 
 
 def _tolerant_autograde():

@@ -42,11 +42,13 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
-    spare_kernels = Integer(0, help="Kernels started ahead, each while the notebook before it runs, so that it is "
-                            "ready when that notebook ends: a fresh kernel like any other. The grading command sets "
-                            "it to a student's notebooks less one; 0 starts none.").tag(config=True)
+    spare_kernels = Integer(0, help="Kernels started ahead, each while the notebooks before it run, so that it is "
+                            "ready when they end: a fresh kernel like any other. The grading command sets it to a "
+                            "student's notebooks less one; 0 starts none.").tag(config=True)
+    kernels_ahead = Integer(2, help="At most this many kernels started ahead at a time (they boot side by side, "
+                            "on the cores the running notebook leaves idle).").tag(config=True)
 
-    _spare = None  # (cwd, kernel manager) of the kernel started ahead, for this process's next notebook
+    _spares = []  # (cwd, kernel manager) of the kernels started ahead, for this process's next notebooks, in order
     _spares_started = 0
 
     _seen_first = False
@@ -131,11 +133,10 @@ class SandboxedExecute(Execute):
         return self.resources.get("metadata", {}).get("path") or None
 
     def create_kernel_manager(self):
-        spare = SandboxedExecute._spare
-        self._adopted = spare is not None and spare[0] == self._kernel_cwd() and spare[1].has_kernel
-        if self._adopted:  # the kernel started ahead: fresh, no cell has run in it
-            SandboxedExecute._spare = None
-            self.km = spare[1]
+        spares = SandboxedExecute._spares
+        self._adopted = bool(spares) and spares[0][0] == self._kernel_cwd() and spares[0][1].has_kernel
+        if self._adopted:  # the kernel started first of those ahead: fresh, no cell has run in it
+            self.km = spares.pop(0)[1]
             return self.km
         return super().create_kernel_manager()
 
@@ -145,18 +146,18 @@ class SandboxedExecute(Execute):
         with timing.timed("kernel start"):
             return await super().async_start_new_kernel(**kwargs)
 
-    async def _start_spare(self):
-        """Start the next notebook's kernel now; it boots while this notebook runs."""
+    async def _start_spare(self, cwd=None):
+        """Start a later notebook's kernel now; it boots while the notebooks before it run."""
         cls = self.kernel_manager_class
         km = cls(kernel_name=self.kernel_name, config=self.config) if self.kernel_name else cls(config=self.config)
-        cwd = self._kernel_cwd()
+        cwd = cwd or self._kernel_cwd()
         try:
             with timing.timed("kernel start"):
                 await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, **({"cwd": cwd} if cwd else {})))
         except Exception as exc:  # the next notebook starts its own, as without a spare
             self.log.warning("starting a kernel ahead failed: %s", exc)
             return
-        SandboxedExecute._spare = (cwd, km)
+        SandboxedExecute._spares.append((cwd, km))
 
     start_new_kernel = run_sync(async_start_new_kernel)  # the base class binds its own coroutine
 
@@ -182,7 +183,8 @@ class SandboxedExecute(Execute):
         lock = getattr(self.km, "lock_runtime_dir", None)
         if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
             lock()
-        if SandboxedExecute._spare is None and SandboxedExecute._spares_started < self.spare_kernels:
+        while (len(SandboxedExecute._spares) < self.kernels_ahead
+               and SandboxedExecute._spares_started < self.spare_kernels):
             SandboxedExecute._spares_started += 1
             await self._start_spare()
         return kc
@@ -305,13 +307,19 @@ class SandboxedExecute(Execute):
             super()._update_display_id(display_id, msg)
 
 
-def discard_spare_kernel():
-    """End the kernel started ahead that no notebook took, and start counting again (a grading worker, at
+def start_first_kernel(config, cwd):
+    """Start the first notebook's kernel at once (a grading worker, before nbgrader's own start-up), in
+    the folder nbgrader will grade in: it boots while nbgrader reads the submission."""
+    SandboxedExecute._spares_started += 1
+    run_sync(SandboxedExecute(config=config)._start_spare)(cwd)
+
+
+def discard_spare_kernels():
+    """End the kernels started ahead that no notebook took, and start counting again (a grading worker, at
     the end of its student)."""
-    spare, SandboxedExecute._spare = SandboxedExecute._spare, None
+    spares, SandboxedExecute._spares = SandboxedExecute._spares, []
     SandboxedExecute._spares_started = 0
-    if spare is not None:
-        km = spare[1]
+    for _, km in spares:
         try:
             run_sync(km.shutdown_kernel)(now=True)
         finally:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import zmq
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, List, Unicode
 from w1d1_student.runner import CASES_ENV
 
 from . import cgroup_limits, no_processes, timing
@@ -47,6 +47,10 @@ def __getattr__(name):
 RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
+# what the grading command's kernels import before the first cell, after the registry: pyplot (every notebook's
+# first cell imports it) and what torch imports at a kernel's first backward given a gradient (sympy). Paid while
+# the notebooks before run (kernels started ahead); plain nbgrader starts no kernel ahead and imports them in the cells.
+AHEAD_IMPORTS = ["matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes"]
 MB = 2**20
 
 
@@ -311,6 +315,8 @@ class SandboxKernelManager(AsyncKernelManager):
     case_file = Unicode("", config=True, help="The grading run's case file (autograder.checks.write_case_file): "
                         "read by the grader, which hands each test cell its cases; never bound into the sandbox.")
     kernel_python = Unicode(sys.executable, config=True)
+    more_imports = List(Unicode(), config=True, help="Modules a kernel imports after the registry, before the first "
+                        "cell (the grading command's AHEAD_IMPORTS).")
 
     def __init__(self, **kwargs):
         kwargs.setdefault("transport", "ipc")
@@ -331,9 +337,11 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
         if "-f" in cmd:  # the grader's python, quiet banner
-            # the registry (every driver) imported before the first cell: no student code can rebind their watches first
+            # the registry (every driver) imported before the first cell: no student code can rebind their watches
+            # first; the line binds no name
+            first = " and ".join(f"__import__({name!r})" for name in ["w1d1_student.registry", *self.more_imports])
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL",
-                   "--IPKernelApp.exec_lines=__import__('w1d1_student.registry') and None"]  # binds no name
+                   f"--IPKernelApp.exec_lines={first} and None"]
         env = dict(kw.get("env") or os.environ)
         if self._case_dir is None:
             self._case_dir = Path(tempfile.mkdtemp(prefix="w1d1c-"))

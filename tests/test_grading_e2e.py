@@ -189,7 +189,9 @@ def test_malformed_renamed_and_unknown_files(tmp_path):
     (subs / "broken").mkdir(parents=True)
     (subs / "broken" / f"{gc.NB}.ipynb").write_text("{ not json")
     (subs / "renamed").mkdir()
-    nbformat.write(gc.solved(), subs / "renamed" / f"{gc.NB} (1).ipynb")
+    renamed = gc.solved()
+    gc.cell(renamed, "test_softmax").source += "\nprint(1)"  # restored by the chain, with a note
+    nbformat.write(renamed, subs / "renamed" / f"{gc.NB} (1).ipynb")
     (subs / "renamed" / "notes.txt").write_text("hi")
     (subs / "unknown").mkdir()
     (subs / "unknown" / "99_extra.ipynb").write_text("{}")
@@ -207,6 +209,9 @@ def test_malformed_renamed_and_unknown_files(tmp_path):
     assert "无法读取" in (out / "feedback" / "broken" / f"{gc.NB}.html").read_text(encoding="utf-8")
     page = (out / "feedback" / "renamed" / f"{gc.NB}.html").read_text(encoding="utf-8")
     assert "改了名" in page and "notes.txt" in page  # its own note and the one about the whole submission
+    # one banner, the exporter's: the chain's note and the command's together, the page nbgrader wrote
+    assert "被修改" in page and page.count("评分说明") == 1 and page.count("Content-Security-Policy") == 1
+    assert page == (out / "nbgrader" / "feedback" / "renamed" / "w1d1" / f"{gc.NB}.html").read_text(encoding="utf-8")
 
 
 @contextlib.contextmanager

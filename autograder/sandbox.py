@@ -12,9 +12,9 @@ clone of a new process fail, so nothing computes out of sight of the checks in t
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
 """
-import atexit
 import functools
 import importlib.util
+import multiprocessing.util
 import os
 import random
 import shutil
@@ -152,9 +152,10 @@ def _tool(name):
 
 @functools.lru_cache(maxsize=1)
 def _filter_folder():
-    """A private folder of this process's for the compiled seccomp filter (removed at exit)."""
+    """A private folder of this process's for the compiled seccomp filter, removed when the process ends:
+    multiprocessing's exit hook runs at a plain exit and in a pool worker too (which skips atexit)."""
     folder = tempfile.mkdtemp(prefix="w1d1s-")
-    atexit.register(shutil.rmtree, folder, True)
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=0)
     return folder
 
 

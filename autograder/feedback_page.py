@@ -42,7 +42,22 @@ def _image_attribute(tag, name, value):
     return name in ("alt", "width", "height") or (name == "src" and value.strip().lower().startswith("data:image/"))
 
 
-ATTRIBUTES = {"*": ["class", "id", "title"], "a": ["href"], "img": _image_attribute,
+# the classes nbconvert's markdown renderer gives (pygments' short token names, code blocks, heading anchors):
+# the page's stylesheet has positioned classes (a modal backdrop, a fixed navbar) a student must not borrow
+# to lay a forged banner over the page; ids the stylesheet styles are the page's own
+RENDERER_CLASS = re.compile(r"[a-z][a-z0-9]{0,2}|highlight|hl-[a-z0-9]+|anchor-link")
+PAGE_IDS = {"notebook", "notebook-container"}
+
+
+def _any_attribute(tag, name, value):
+    if name == "class":
+        return all(RENDERER_CLASS.fullmatch(token) for token in value.split())
+    if name == "id":
+        return value not in PAGE_IDS
+    return name == "title"
+
+
+ATTRIBUTES = {"*": _any_attribute, "a": ["href"], "img": _image_attribute,
               "td": ["align", "colspan", "rowspan"], "th": ["align", "colspan", "rowspan"]}
 _cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols={"http", "https", "mailto", "data"},
                           strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=[]))
@@ -147,10 +162,18 @@ def _inert_attachments(cell):
     cell.source = ATTACHMENT_REF.sub(lambda m: m.group(0) if m.group(1) in kept else "#", cell.source)
 
 
+QUOTE = re.compile(r"`([^`]*)`")
+
+
+def _as_code(text):
+    """A name a note quotes (notes.quoted) shown as code, apart from the note's own words."""
+    return QUOTE.sub(r"<code>\1</code>", text)
+
+
 def banner(notes, shown=40):
     notes = list(notes)
     more = [f"……还有 {len(notes) - shown} 条说明"] if len(notes) > shown else []
-    items = "".join(f"<li>{html.escape(n[:500])}</li>" for n in notes[:shown] + more)
+    items = "".join(f"<li>{_as_code(html.escape(n[:500]))}</li>" for n in notes[:shown] + more)
     return (f'<div style="border:2px solid #c60;padding:8px;margin:8px;background:#fff4e5">'
             f"<b>评分说明</b><ul>{items}</ul></div>")
 

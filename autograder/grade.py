@@ -22,7 +22,7 @@ from .course import ASSIGNMENT, api, available_notebooks
 from .errors import GradingError
 from .grading_worker import grade_student, share_gate
 from .intake import list_students, read_submission
-from .notes import Note, for_page, from_data, printable
+from .notes import Note, for_page, from_data, printable, quoted
 from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
 from .regrading import carry_over, grader_version, plan
 from .sandbox import SandboxUnavailable, describe_limits, probe
@@ -221,7 +221,7 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     output.publish(gen)
     _summary(rows, records, notebooks, log)
     if skipped:
-        log("没有评分的文件夹（名字不能作学号）：" + "、".join(f"`{name}`" for name in sorted(skipped)))
+        log("没有评分的文件夹（名字不能作学号）：" + "、".join(quoted(name) for name in sorted(skipped)))
     log(f"写入 {output.out / 'grades.csv'}（自动评分）、manual_grades.csv（人工评分）、totals.csv（总分）、"
         f"{output.out / 'feedback'}/ 和全班报告 {output.out / 'report.html'}")
     return rows

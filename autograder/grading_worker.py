@@ -8,7 +8,6 @@ from pathlib import Path
 from . import timing
 from .course import ASSIGNMENT, api
 from .notes import stored_in
-from .sandbox import AHEAD_IMPORTS
 
 
 def chain_notes(work, student):
@@ -64,7 +63,6 @@ def grade_student(work, student, case_file, sandbox, timeout, feedback_only=Fals
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
     nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    nbg.coursedir.config.SandboxKernelManager.more_imports = AHEAD_IMPORTS
     nbg.coursedir.config.SafeHTMLExporter.more_notes = page_notes or {}
     # each notebook's kernel boots while the ones before it run (fresh kernels all the same); the first
     # while nbgrader starts (sandboxed only: its working folder is its own, not the one nbgrader remakes)

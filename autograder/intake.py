@@ -14,7 +14,7 @@ from pathlib import Path
 from . import repair
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from .intake_chain import REFUSED, course_notebook, file_kind, read_bytes, read_notebook
-from .notes import Note, printable
+from .notes import Note, printable, quoted
 
 MAX_DEPTH = 16                     # folder levels read inside a student folder
 QUIET = {"timestamp.txt", "submission_secret.txt"}  # nbgrader's own bookkeeping
@@ -81,9 +81,9 @@ def list_students(submissions):
         if stat.S_ISDIR(st.st_mode):
             folders.append(Path(e.path))
         elif stat.S_ISLNK(st.st_mode):
-            notes.append(f"`{printable(e.name)}` 是符号链接，不是学生文件夹，已拒绝（不跟随链接）。")
+            notes.append(f"{quoted(e.name)} 是符号链接，不是学生文件夹，已拒绝（不跟随链接）。")
         else:
-            notes.append(f"`{printable(e.name)}` 不是文件夹，已忽略（每个学生一个子文件夹）。")
+            notes.append(f"{quoted(e.name)} 不是文件夹，已忽略（每个学生一个子文件夹）。")
     return folders, notes
 
 
@@ -120,19 +120,19 @@ def _read_into(sub, folder, known, dest):
     for e in sorted(entries, key=lambda e: Path(e.rel).stem not in chosen):
         name = Path(e.rel).stem
         if name in chosen and e.rel.endswith(".ipynb") and chosen[name] is not e:
-            sub.notes.append(Note(name, f"`{e.rel}` 和 `{chosen[name].rel}` 同名：评分的是离提交文件夹最近的 "
-                                        f"`{chosen[name].rel}`，这一份没有评分。"))
+            sub.notes.append(Note(name, f"{quoted(e.rel)} 和 {quoted(chosen[name].rel)} 同名：评分的是离提交文件夹最近的 "
+                                        f"{quoted(chosen[name].rel)}，这一份没有评分。"))
             continue
         if e.kind != "file":
             ours = e.rel.endswith(".ipynb") and name in known
             end = "，这本笔记本记 0 分。" if e.rel.endswith(".ipynb") else "。"
-            sub.notes.append(Note(name if ours else None, f"`{e.rel}` {REFUSED.get(e.kind, DEEP)}，已拒绝" + end))
+            sub.notes.append(Note(name if ours else None, f"{quoted(e.rel)} {REFUSED.get(e.kind, DEEP)}，已拒绝" + end))
             if ours:
                 sub.broken[name] = REFUSED.get(e.kind, DEEP)
             continue
         if not e.rel.endswith(".ipynb"):
             if e.path.name not in quiet:  # nbgrader's bookkeeping and the files the release ships
-                sub.notes.append(Note(None, f"忽略了不是笔记本的文件 `{e.rel}`（评分只看笔记本）。"))
+                sub.notes.append(Note(None, f"忽略了不是笔记本的文件 {quoted(e.rel)}（评分只看笔记本）。"))
             continue
         try:
             _take_notebook(sub, e, name, taken, known, source_ids, dest)
@@ -141,7 +141,8 @@ def _read_into(sub, folder, known, dest):
             if target:
                 sub.notebooks.pop(target, None)
                 sub.broken[target] = f"{type(exc).__name__}"
-            sub.notes.append(Note(target, f"`{e.rel}` 无法处理（{type(exc).__name__}: {printable(str(exc))[:200]}），这本笔记本记 0 分。"))
+            why = f"{type(exc).__name__}: {printable(str(exc))[:200]}"
+            sub.notes.append(Note(target, f"{quoted(e.rel)} 无法处理（{why}），这本笔记本记 0 分。"))
     if not entries:
         sub.notes.append(Note(None, "提交文件夹是空的。"))
 
@@ -169,14 +170,14 @@ def _take_notebook(sub, e, name, taken, known, source_ids, dest):
         match = [n for n in known if nb is not None and source_ids[n] and source_ids[n] <= ids | {None}]
         renamed = nb is not None and len(match) == 1 and match[0] not in taken
         if len(match) == 1 and not renamed:
-            sub.notes.append(Note(match[0], f"`{e.rel}` 的内容是 `{match[0]}.ipynb`，但提交里已有这个名字的文件，"
+            sub.notes.append(Note(match[0], f"{quoted(e.rel)} 的内容是 `{match[0]}.ipynb`，但提交里已有这个名字的文件，"
                                             "评分的是那一份；这一份没有评分。"))
             return
         if not renamed:
-            sub.notes.append(Note(None, f"`{e.rel}` 不是本次作业的笔记本（文件名应为 "
+            sub.notes.append(Note(None, f"{quoted(e.rel)} 不是本次作业的笔记本（文件名应为 "
                                   + "、".join(f"{n}.ipynb" for n in known) + "），已忽略。"))
             return
-        sub.notes.append(Note(match[0], f"`{e.rel}` 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
+        sub.notes.append(Note(match[0], f"{quoted(e.rel)} 被改了名，按内容认作 `{match[0]}.ipynb` 评分；以后请保留原文件名。"))
         name = match[0]
         taken.add(name)
     target = dest / f"{name}.ipynb"

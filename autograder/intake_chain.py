@@ -23,7 +23,7 @@ from w1d1_student.cell_scope import OWN_KEY
 
 from . import repair
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from .notes import printable
+from .notes import is_printable, printable, quoted
 
 MAX_FILE_BYTES = 20 * 2**20        # one submitted file
 MAX_CELLS = 2000                   # the released notebooks have about a hundred
@@ -165,7 +165,7 @@ class SubmissionReader(NotebookExporter):
         nb, why = read_notebook(filename)
         if nb is None:
             nb = course_notebook(RELEASE_DIR, name)
-            resources.setdefault(NOTES, []).append(f"`{basename}` 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")
+            resources.setdefault(NOTES, []).append(f"{quoted(basename)} 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")
         return self.from_notebook_node(nb, resources, **kw)
 
 
@@ -181,5 +181,6 @@ class RepairSubmission(NbGraderPreprocessor):
         except Exception as exc:  # a repair that fails costs this notebook only
             nb = course_notebook(RELEASE_DIR, name)
             notes.append(f"{name}：这本笔记本无法处理（{type(exc).__name__}），按未作答的发布版评分，记 0 分。请联系助教。")
-        nb.metadata[OWN_KEY] = {"notes": [printable(n) for n in notes]}  # the one place they are made printable
+        # the one place they are made printable (a name notes.quoted wrote already is: escaped once, not twice)
+        nb.metadata[OWN_KEY] = {"notes": [n if is_printable(n) else printable(n) for n in notes]}
         return nb, resources

@@ -67,6 +67,13 @@ def printable(name, keep=""):
     return "".join(out)
 
 
+def quoted(text, limit=80):
+    """Student text in a note (a file or folder name, a metadata key) between backticks it cannot close:
+    made printable, its own backticks written \\x60, cut at `limit` characters. A page shows it as code."""
+    safe = (text if is_printable(text) else printable(text)).replace("`", "\\x60")
+    return f"`{safe[:limit]}{'…' if len(safe) > limit else ''}`"
+
+
 def stored_in(nb):
     """The notes nbgrader's chain stored in a graded notebook's metadata (autograder/intake_chain.py)."""
     own = nb.get("metadata", {}).get(OWN_KEY)

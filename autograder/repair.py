@@ -20,6 +20,8 @@ import nbformat
 from w1d1_student.cell_scope import COPY_KEY, OWN_KEY, copy_of
 from w1d1_student.cell_source import check_calls
 
+from .notes import quoted
+
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
 META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,
               "points": (int, float), "schema_version": int, "cell_type": str, "checksum": str}
@@ -63,7 +65,7 @@ def meta_problem(meta):
     for key, value in meta.items():
         want = META_TYPES.get(key)
         if want is None:
-            return f"多了未知字段 `{str(key)[:40]}`"
+            return f"多了未知字段 {quoted(str(key), 40)}"
         if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
             return f"字段 `{key}` 的类型错了"
     if "grade_id" in meta and not GRADE_ID.match(meta["grade_id"]):

@@ -47,10 +47,11 @@ def __getattr__(name):
 RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
-# what the grading command's kernels import before the first cell, after the registry: pyplot (every notebook's
-# first cell imports it) and what torch imports at a kernel's first backward given a gradient (sympy). Paid while
-# the notebooks before run (kernels started ahead); plain nbgrader starts no kernel ahead and imports them in the cells.
-AHEAD_IMPORTS = ["matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes"]
+# what every graded kernel imports before the first cell, after the registry, on both paths (a kernel must look
+# the same to the answers whichever path grades it): pyplot (every notebook's first cell imports it) and what
+# torch imports at a kernel's first backward given a gradient (sympy). The grading command's kernels started
+# ahead pay it while the notebooks before run.
+AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
 MB = 2**20
 
 
@@ -316,8 +317,8 @@ class SandboxKernelManager(AsyncKernelManager):
     case_file = Unicode("", config=True, help="The grading run's case file (autograder.checks.write_case_file): "
                         "read by the grader, which hands each test cell its cases; never bound into the sandbox.")
     kernel_python = Unicode(sys.executable, config=True)
-    more_imports = List(Unicode(), config=True, help="Modules a kernel imports after the registry, before the first "
-                        "cell (the grading command's AHEAD_IMPORTS).")
+    more_imports = List(Unicode(), default_value=list(AHEAD_IMPORTS), config=True,
+                        help="Modules a kernel imports after the registry, before the first cell.")
 
     def __init__(self, **kwargs):
         kwargs.setdefault("transport", "ipc")
@@ -377,9 +378,11 @@ class SandboxKernelManager(AsyncKernelManager):
         """Once the kernel's sockets exist: its socket folder goes back to root, read-only for the
         kernel's uid, so nothing more can be written to the grader's disk from inside."""
         if self.sandbox and _run_as_root() and self._socket_dir.exists():
-            for p in [self._socket_dir, *self._socket_dir.iterdir()]:
-                if not p.is_symlink():
+            for p in self._socket_dir.iterdir():
+                if not p.is_symlink():  # root's alone, whatever umask the kernel had: no other user connects
                     os.chown(p, 0, 0)
+                    p.chmod(0o600)
+            os.chown(self._socket_dir, 0, 0)
             self._socket_dir.chmod(0o755)
 
     async def _async_shutdown_kernel(self, now=False, restart=False):

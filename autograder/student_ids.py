@@ -2,7 +2,7 @@
 import unicodedata
 from collections import Counter
 
-from .notes import printable
+from .notes import printable, quoted
 
 ID_SYMBOLS = set("_-.@")
 
@@ -46,6 +46,6 @@ def safe_folders(folders, log):
             kept.append(folder)
         else:
             skipped[printable(folder.name)] = why
-            log(f"  [提交文件夹] 跳过 `{printable(folder.name)}`：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
+            log(f"  [提交文件夹] 跳过 {quoted(folder.name)}：文件夹名不能作学号（{why}；只允许字母、数字和 _ - . @），"
                 "没有评分，其他学生不受影响。")
     return kept, skipped

@@ -96,7 +96,7 @@ def feedback(graded, student, name=gc.NB):
 def test_a_cell_pasted_from_another_notebook_is_a_plain_cell(graded):
     assert points(graded, "pasted", NB2) == (full(NB2), full(NB2))
     assert points(graded, "pasted") == (full(), full())
-    assert "本笔记本没有的题目 `softmax`" in feedback(graded, "pasted", NB2)
+    assert "本笔记本没有的题目 <code>softmax</code>" in feedback(graded, "pasted", NB2)  # a quoted name shows as code
 
 
 def test_home_warning_skips_cells_that_grading_skips(tmp_path):
@@ -113,7 +113,7 @@ def test_home_warning_skips_cells_that_grading_skips(tmp_path):
 def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):
     assert points(graded, "own_ids") == (full(), full())
     page = feedback(graded, "own_ids")
-    assert "`my_setup`" in page and "`my_scratch`" in page
+    assert "<code>my_setup</code>" in page and "<code>my_scratch</code>" in page
 
 
 def test_a_split_answer_cell_is_graded_whole(graded):

@@ -32,7 +32,8 @@ BUILT = [peek_at_cases, rt.f2_autograd_precomputed_from_case_file,
          rt.f1_hidden_inputs_leak, rt.f1b_answer_cell_prints_case_file, rt.f3b_mha_raw_thread_from_other_cell,
          rt.f4_softmax_backward_kernel, rt.f5_markdown_copy_above_answer, rt.f6_split_answer_then_stripped,
          rt.f8_file_name_into_nbgrader_log, rt.f9_deep_probe_crashes_judge,
-         rt.f9b_raw_deep_message, rt.f11_minor4_with_ids, rt.f11b_markdown_with_outputs, rt.control_honest, *rt.ISSUE20]
+         rt.f9b_raw_deep_message, rt.f11_minor4_with_ids, rt.f11b_markdown_with_outputs, rt.control_honest, *rt.ISSUE20,
+         *rt.COST_WORK]
 
 
 def full(notebook):
@@ -115,6 +116,30 @@ def test_what_the_reorganised_package_offered_a_reader_scores_nothing(run, stude
     assert "计 0 分" in run.page(student, notebook)
     if student == "g4_math_attention":  # a forbidden API costs mha only; the others reach the machinery
         assert exercise_points(run, student, notebook, "split_merge_heads") > 0
+
+
+def test_an_answer_sees_the_same_kernel_on_both_paths(classes):
+    """i1 halves softmax where the kernel has not imported what the grading command's kernels once imported
+    ahead: both paths import the same, so it scores the same, in full, on both."""
+    points = {name: graded.points("i1_path_sense", rt.NB01) for name, graded in classes.items()}
+    assert set(points.values()) == {full(rt.NB01)}, points
+
+
+def test_a_written_answer_cannot_lay_a_banner_over_the_page(run):
+    page = run.page("i2_overlay", rt.NB01)
+    assert rt.FORGED in page  # the text stays, as the student's answer
+    assert 'class="modal-backdrop' not in page and 'class="navbar-fixed-top' not in page  # the stylesheet keeps its rules
+
+
+def test_a_quoted_name_cannot_speak_in_the_graders_voice(run):
+    page = run.page("i3_quote", rt.NB01)
+    notes = page[page.index("评分说明"):page.index("</ul>", page.index("评分说明"))]
+    assert rt.FORGED in notes  # the metadata key (both paths), the file name (the command)
+    assert notes.count(rt.FORGED) == notes.count(f"\\x60 {rt.FORGED} \\x60")  # always inside the quote
+    for quote in notes.split("<code>")[1:]:
+        assert "</code>" in quote
+    outside = "".join(part.split("</code>", 1)[-1] for part in notes.split("<code>"))
+    assert rt.FORGED not in outside
 
 
 @pytest.mark.parametrize("student", ["f5_md_copy_above", "f6_split_stripped", "f11_minor4_ids", "f11b_md_outputs",

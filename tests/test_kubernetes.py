@@ -3,6 +3,7 @@ values.yaml against the Kubernetes API schemas (kubernetes-validate, offline), v
 configuration reference of the z2jh chart version it names (tests/data/z2jh-VERSION, vendored), and
 the Dockerfiles' install steps run as written (their COPY sources in place) over the environments
 `make hub-envs` built."""
+import glob
 import re
 import subprocess
 import sys
@@ -88,11 +89,11 @@ def docker_steps(recipe):
     return copies, runs
 
 
-def pip_step(recipe, build):
-    """The Dockerfile's pip install, its COPY sources laid out in `build` as the image would have them,
-    as a dry run without an index: it resolves only against what this environment has installed."""
+def pip_steps(recipe, build):
+    """The Dockerfile's pip installs, its COPY sources laid out in `build` as the image would have them,
+    as dry runs without an index: they resolve only against what this environment has installed."""
     copies, runs = docker_steps(recipe)
-    (command,) = [run.split(" && ")[0] for run in runs if run.startswith("pip install ")]
+    commands = [part.strip() for run in runs for part in run.split(" && ") if part.strip().startswith("pip install ")]
     for *sources, dest in copies:
         for source in sources:
             target = build / dest.lstrip("/")
@@ -104,25 +105,33 @@ def pip_step(recipe, build):
                 target.mkdir(parents=True, exist_ok=True)
                 subprocess.run(["cp", str(REPO / source), str(target)], check=True)
     for *_, dest in copies:
-        command = command.replace(f" {dest.rstrip('/')}", f" {build / dest.strip('/')}")
-    return command.replace("pip install", f"{sys.executable} -m pip install --dry-run --no-index", 1)
+        commands = [c.replace(f" {dest.rstrip('/')}", f" {build / dest.strip('/')}") for c in commands]
+    return [c.replace("pip install", f"{sys.executable} -m pip install --dry-run --no-index", 1) for c in commands]
 
 
-@pytest.mark.parametrize("recipe", ["Dockerfile", "Dockerfile.instructor"])
-def test_docker_pip_steps_resolve_to_the_pinned_environment(recipe, tmp_path):
-    """Each image installs what `make student-env` / the repo's venv recipe install: the same requirement
-    files, and every version they ask for is the one pinned (this venv was built from requirements.txt)."""
-    command = pip_step(recipe, tmp_path)
-    files = sorted(Path(f).name for f in re.findall(r"-[rc] (\S+\.txt)", command))
-    makefile = (REPO / "Makefile").read_text()
-    recipe_of_make = makefile.split("$(STUDENT_ENV)/.installed:", 1)[1].split("\n\n", 1)[0]
-    if recipe == "Dockerfile":
-        assert files == sorted(Path(f).name for f in re.findall(r"-[rc] (\S+\.txt)", recipe_of_make.replace("\\\n", " ")))
-        assert "dist/*.whl" in command
-    else:
-        assert files == ["requirements.txt"]
-    run = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "Would install" not in run.stdout, run.stdout[-2000:]  # nothing the pinned environment lacks
-    if recipe == "Dockerfile":
-        assert re.search(r"Processing \S+/tmp/build/dist/w1d1_student-", run.stdout), run.stdout[-2000:]
+def installs(text):
+    """What a pip command line installs: requirement and constraint files, wheels (file names, globs expanded
+    from the repo)."""
+    found = []
+    for name in re.findall(r"(\S+(?:\.txt|\.whl))\b", text):
+        found += [Path(f).name for f in glob.glob(str(REPO / name))] if "*" in name else [Path(name).name]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("recipe, make_target", [("Dockerfile", "$(STUDENT_ENV)/.installed:"),
+                                                 ("Dockerfile.instructor", "$(STAMP): requirements.txt")])
+def test_docker_pip_steps_match_make_and_resolve(recipe, make_target, tmp_path):
+    """Each image installs what the Makefile installs for the same environment (`make student-env`; the
+    instructor's: the venv recipe, then the student wheel), and nothing the pinned environment lacks."""
+    commands = pip_steps(recipe, tmp_path)
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    made = makefile.split(make_target, 1)[1].split("\n\n", 1)[0]
+    if recipe == "Dockerfile.instructor":  # make venv = the requirements, then the student wheel
+        made += makefile.split("$(STUDENT_STAMP): $(STAMP)", 1)[1].split("\n\n", 1)[0]
+    made_installs = [line for line in made.splitlines() if "pip install" in line]
+    assert installs(" ".join(commands)) == installs(" ".join(made_installs).replace("$(VENV)/", "")), made_installs
+    for command in commands:
+        run = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=tmp_path)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert "Would install" not in run.stdout, run.stdout[-2000:]  # nothing the pinned environment lacks
+    assert any(name.startswith("w1d1_student-") for name in installs(" ".join(commands)))

@@ -4,7 +4,8 @@ It calls what a student's server calls: nbgrader's AssignmentList (the Assignmen
 submit) and jupyter_server's FileContentsManager (JupyterLab's save). Steps, in order:
     fetch | answer:TEXT (save 01 with TEXT in the softmax answer cell) | fill (write until the disk is
     full) | unfill | ready:DIR (say so, then wait for DIR/go) | submit | bigfile:MIB (a file in w1d1/)
-One JSON line per step: {"step", "ok", "error"}; stops at the first failed step (exit status 1).
+One JSON line per step: {"user", "step", "ok", "error"}; stops at the first failed step (exit status 1).
+`--students a,b,...` (as root): nbgrader imported once, then each student in a forked child of their own uid.
 Copied next to the class (students cannot read the repo); needs JUPYTER_CONFIG_PATH of the class.
 """
 import errno
@@ -87,17 +88,49 @@ def step(name, arg):
         raise ValueError(name)
 
 
-def main(steps):
+def as_students(names, steps):
+    """Run as root: import nbgrader once, then one forked child per student that becomes that student
+    (uid, groups, HOME, working folder) and runs the steps; their lines are prefixed with the name."""
+    import pwd
+
+    from jupyter_server.services.contents.filemanager import FileContentsManager  # noqa: F401 - imported once
+
+    panel()
+    children = {}
+    for name in names:
+        pid = os.fork()
+        if pid == 0:
+            user = pwd.getpwnam(name)
+            os.initgroups(name, user.pw_gid)
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            os.environ.update(HOME=user.pw_dir, USER=name)
+            os.chdir(user.pw_dir)
+            global HOME
+            HOME = Path(user.pw_dir)
+            os._exit(main([s.replace("{user}", name) for s in steps], prefix=name))
+        children[pid] = name
+    failed = 0
+    for _ in children:
+        _, status = os.wait()
+        failed += status != 0
+    return 1 if failed else 0
+
+
+def main(steps, prefix=None):
     for item in steps:
         name, _, arg = item.partition(":")
         try:
             step(name, arg)
         except Exception as exc:  # noqa: BLE001 - the error a student would see, reported
-            print(json.dumps({"step": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            print(json.dumps({"user": prefix, "step": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"}),
+                  flush=True)
             return 1
-        print(json.dumps({"step": name, "ok": True, "error": None}), flush=True)
+        print(json.dumps({"user": prefix, "step": name, "ok": True, "error": None}), flush=True)
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--students":  # --students a,b,c STEP... ({user} in a step: each student's name)
+        sys.exit(as_students(sys.argv[2].split(","), sys.argv[3:]))
     sys.exit(main(sys.argv[1:]))

@@ -7,7 +7,9 @@ student fetches it from the Assignments panel, answers `softmax` in 01_self_atte
 public check pass and submits; a second student submits a known bug. The instructor collects,
 autogrades with the repo's sandboxed configuration, checks the grades in formgrader, releases
 feedback; the second student fetches it and reads the Chinese diagnosis. Screenshots:
-test-output/hub/. Needs root (it creates and removes users); skipped with that reason otherwise.
+test-output/hub/. On the same hub, two more students run deploy/load_test.py's morning at once, then
+lose a server (SIGKILL) and live through a hub restart. Needs root (it creates and removes users);
+skipped with that reason otherwise.
 """
 import csv
 import fcntl

@@ -107,7 +107,7 @@ STUDENT_ENV := $(HUB_PREFIX)/student
 INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(notdir $(CURDIR))
 HUB_PROXY := deploy/node_modules/.bin/configurable-http-proxy
 
-.PHONY: hub hub-clean hub-envs student-env instructor-env hub-root
+.PHONY: hub hub-clean hub-envs student-env instructor-env hub-root hub-load
 
 hub-root:
 	@test "$$(id -u)" = 0 || { echo "make hub runs as root: it creates the class's system users and /opt environments"; exit 1; }
@@ -132,6 +132,13 @@ hub-envs: venv $(HUB_PROXY) student-env instructor-env
 
 hub: hub-root hub-envs
 	$(PY) -m deploy.classroom serve --prefix $(HUB_PREFIX) --port $(HUB_PORT) --instructor-env $(INSTRUCTOR_ENV)
+
+# the class at nine in the morning (deploy/load_test.py): N students at once on a throw-away class, measured;
+# N="5 10 20" runs one class after another; NB is the release notebook each student runs
+N ?= 5 10 20
+NB ?= 01_self_attention
+hub-load: hub-root hub-envs
+	$(PY) -m deploy.load_test --students $(N) --notebook $(NB) --prefix $(HUB_PREFIX) --instructor-env $(INSTRUCTOR_ENV)
 
 hub-clean: venv
 	$(PY) -m deploy.classroom clean --prefix $(HUB_PREFIX)

@@ -29,6 +29,10 @@ HUB_CONFIG = DEPLOY / "jupyterhub_config.py"
 STUDENT_HIDDEN_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                              "@jupyter/nbgrader:course-list")
 
+# nbgrader leaves a file over this size (kB) out of a submission (its default is 100 MB): one student's
+# big file does not fill the shared exchange
+MAX_FILE_KB = 20000
+
 # JupyterLab defaults for the class: no news prompt over the notebook; every cell kept in the page
 LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
                  "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
@@ -152,10 +156,24 @@ class Classroom:
             time.sleep(0.5)
         raise RuntimeError("JupyterHub did not answer")
 
+    def user_command(self, user, command):
+        """argv of a shell command as `user` in their home, their environment's programs first on PATH."""
+        env = self.instructor_env if user == self.instructor else self.student_env
+        home = pwd.getpwnam(user).pw_dir
+        return ["runuser", "-u", user, "--", "env", "-i", f"HOME={home}", f"USER={user}",
+                f"PATH={env}/bin:/usr/bin:/bin", "LANG=C.UTF-8", "bash", "-c", f"cd && {command}"]
+
+    def run_as(self, user, command, check=False):
+        run = subprocess.run(self.user_command(user, command), capture_output=True, text=True)
+        if check and run.returncode:
+            raise RuntimeError(f"{command}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+        return run
+
     # ---- tearing down -----------------------------------------------------------------------
 
-    def teardown(self, hub=None):
-        """Stop the hub and every process of the class's users; remove users, homes, state."""
+    @staticmethod
+    def stop(hub):
+        """Stop the hub and its proxy; students' servers keep running (cleanup_servers is off)."""
         if hub is not None and hub.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(hub.pid, signal.SIGTERM)
@@ -163,6 +181,11 @@ class Classroom:
                 hub.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(hub.pid, signal.SIGKILL)
+                hub.wait(timeout=30)
+
+    def teardown(self, hub=None):
+        """Stop the hub and every process of the class's users; remove users, homes, state."""
+        self.stop(hub)
         for user in self.users:
             kill_user_processes(user)
             if user_exists(user):
@@ -191,7 +214,8 @@ def write_student_config(etc, exchange):
     (etc / "nbgrader_config.py").write_text(
         "# written by deploy/classroom.py: students fetch and submit through the class's exchange\n"
         f"c.Exchange.root = {str(exchange)!r}\n"
-        f"c.CourseDirectory.course_id = {COURSE!r}\n")
+        f"c.CourseDirectory.course_id = {COURSE!r}\n"
+        f"c.CourseDirectory.max_file_size = {MAX_FILE_KB}\n")
     (etc / "jupyter_server_config.d" / "zz-w1d1-student.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
                                                "nbgrader.server_extensions.course_list": False}}}))

@@ -40,7 +40,9 @@ c.Spawner.env_keep = ["LANG", "LC_ALL"]
 c.Spawner.start_timeout = 180  # two cores shared by a class: a cold JupyterLab can take a while
 c.Spawner.http_timeout = 180
 c.JupyterHub.shutdown_on_logout = True
-c.JupyterHub.cleanup_servers = True
+# a restarted hub (an upgrade, a crash) finds the students' servers still running, as TLJH does;
+# `make hub-clean` stops them
+c.JupyterHub.cleanup_servers = False
 
 
 def use_own_environment(spawner):

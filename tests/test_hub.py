@@ -7,16 +7,20 @@ student fetches it from the Assignments panel, answers `softmax` in 01_self_atte
 public check pass and submits; a second student submits a known bug. The instructor collects,
 autogrades with the repo's sandboxed configuration, checks the grades in formgrader, releases
 feedback; the second student fetches it and reads the Chinese diagnosis. Screenshots:
-test-output/hub/. Needs root (it creates and removes users); skipped with that reason otherwise.
+test-output/hub/. On the same hub, two more students run deploy/load_test.py's morning at once, then
+lose a server (SIGKILL) and live through a hub restart. Needs root (it creates and removes users);
+skipped with that reason otherwise.
 """
 import csv
 import fcntl
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -40,6 +44,7 @@ PASS_MESSAGE = f"✅ 公开检查通过：{GRADE_ID}"
 CORRECT = VARIANTS[GRADE_ID]["solution"]
 BUGGY, DIAGNOSIS = VARIANTS[GRADE_ID]["buggy"][0]
 POINTS = {gid: pts for gid, pts in graded_cells(NOTEBOOK)[0] if gid in (f"test_{GRADE_ID}", f"test_{GRADE_ID}__hidden")}
+LOAD = 2  # simulated students of the small load test (deploy/load_test.py)
 WRITTEN = "q1_two_problems"  # a §C answer (1 point) the instructor grades by hand
 PROBE = f"""
 import importlib.util
@@ -70,18 +75,31 @@ def build_environments(room):
 
 
 def as_user(room, user, command):
-    """A shell command as `user` in their home, with their environment's programs first on PATH."""
-    env = room.instructor_env if user == room.instructor else room.student_env
-    run = subprocess.run(["runuser", "-u", user, "--", "env", "-i", f"HOME={home(user)}", f"USER={user}",
-                          f"PATH={env}/bin:/usr/bin:/bin", "LANG=C.UTF-8", "bash", "-c", command],
-                         cwd=home(user), capture_output=True, text=True)
-    return run
+    return room.run_as(user, command)
 
 
 def instructor(room, command):
     run = as_user(room, room.instructor, command)
     assert run.returncode == 0, f"{command}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     return run.stdout
+
+
+@dataclass
+class RunningHub:
+    """The module's class and its hub process (a test may restart it)."""
+    room: Classroom
+    passwords: dict
+    browser: object
+    log: object
+    proc: object = None
+
+    def start(self):
+        self.proc = self.room.start(self.log)
+        self.room.wait_up(self.proc)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.room.port}"
 
 
 @pytest.fixture(scope="module")
@@ -92,28 +110,31 @@ def hub(tmp_path_factory):
     from playwright.sync_api import sync_playwright
 
     tag = f"{os.getpid() % 100000}"
-    room = Classroom(instructor=f"w1t{tag}-teacher", students=[f"w1t{tag}-ann", f"w1t{tag}-ben"],
+    # ann and ben in the browser; the load test's simulated students after them
+    room = Classroom(instructor=f"w1t{tag}-teacher",
+                     students=[f"w1t{tag}-ann", f"w1t{tag}-ben", *(f"w1t{tag}-l{i}" for i in range(1, LOAD + 1))],
                      port=free_port(), name=f"test-{tag}")
     build_environments(room)
     log = open(tmp_path_factory.mktemp("hub") / "hub.log", "w")
     repo_mode = REPO.stat()
-    proc, uids = None, []
+    running, uids = None, []
     try:
         passwords = room.setup()
         uids = [pwd.getpwnam(u).pw_uid for u in room.users]
-        proc = room.start(log)
-        room.wait_up(proc)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-            yield room, passwords, browser
+            running = RunningHub(room, passwords, browser, log)
+            running.start()
+            yield running
             browser.close()
     finally:
+        proc = running and running.proc
         room.teardown(proc)
         log.close()
         for user in room.users:  # nothing of the class is left behind
             assert not user_exists(user), f"user {user} is still there"
             assert not os.path.exists(f"/home/{user}"), f"/home/{user} is still there"
-        assert proc is None or proc.poll() is not None, "the hub is still running"
+        assert not proc or proc.poll() is not None, "the hub is still running"
         assert not room.state.exists()
         assert not [pid for uid in uids for pid in uid_pids(uid)], "processes of the class are still running"
         assert (REPO.stat().st_mode, REPO.stat().st_gid) == (repo_mode.st_mode, repo_mode.st_gid)
@@ -164,12 +185,12 @@ def gradebook_scores(room):
 
     with Gradebook(f"sqlite:///{room.course_dir() / 'gradebook.db'}") as gb:
         return {s: {gid: float(gb.find_grade(gid, NOTEBOOK, ASSIGNMENT, s).score or 0) for gid in POINTS}
-                for s in room.students}
+                for s in room.students[:2]}
 
 
 def test_class_on_jupyterhub(hub, tmp_path):
-    room, passwords, browser = hub
-    ann, ben = room.students
+    room, passwords, browser = hub.room, hub.passwords, hub.browser
+    ann, ben = BROWSER_STUDENTS = room.students[:2]
     t0 = time.monotonic()
 
     def mark(what):
@@ -210,7 +231,7 @@ def test_class_on_jupyterhub(hub, tmp_path):
     # the command-line grader gives the same grades for the collected submissions
     subs = tmp_path / "subs"
     subs.mkdir()
-    for s in room.students:
+    for s in BROWSER_STUDENTS:
         (subs / s).mkdir()
         shutil.copy(course / "submitted" / s / ASSIGNMENT / f"{NOTEBOOK}.ipynb", subs / s)
     run = subprocess.run([str(room.instructor_env / "bin" / "python"), "-m", "autograder", "grade", str(subs),
@@ -219,7 +240,7 @@ def test_class_on_jupyterhub(hub, tmp_path):
     with open(tmp_path / "grading" / "grades.csv", newline="") as fh:
         cli = {(r["student_id"], r["grade_id"]): float(r["score"]) for r in csv.DictReader(fh)
                if r["notebook"] == NOTEBOOK and r["grade_id"] in POINTS}
-    assert cli == {(s, gid): scores[s][gid] for s in room.students for gid in POINTS}
+    assert cli == {(s, gid): scores[s][gid] for s in BROWSER_STUDENTS for gid in POINTS}
 
     mark("command-line grader")
 
@@ -227,7 +248,7 @@ def test_class_on_jupyterhub(hub, tmp_path):
     t = log_in(room, passwords, browser, room.instructor)
     assert "Formgrader" in t.nbgrader_menu()
     t.page.goto(f"{t.base}/formgrader/gradebook/{ASSIGNMENT}/{NOTEBOOK}")
-    for s in room.students:  # the name is in the row (hidden until "show names"), the score shown
+    for s in BROWSER_STUDENTS:  # the name is in the row (hidden until "show names"), the score shown
         row = t.page.locator("tr", has_text=s).first
         row.wait_for()
         assert f"\t{sum(scores[s].values()):g} / " in row.inner_text(), row.inner_text()
@@ -329,3 +350,90 @@ def test_kubernetes_recipes_configure_the_class(tmp_path):
             assert cfg.CourseDirectory.course_id == COURSE
             server = json.loads((tmp_path / recipe / "jupyter_server_config.d" / "zz-w1d1-student.json").read_text())
             assert server["ServerApp"]["jpserver_extensions"]["nbgrader.server_extensions.formgrader"] is False
+
+
+def test_class_at_nine_in_the_morning(hub):
+    """deploy/load_test.py with LOAD students at once on the module's hub: each logs in on the form,
+    starts a server through the REST API, fetches, runs 01 in a kernel over the websocket with softmax
+    answered, sees its public check pass and submits; the instructor collects and autogrades them."""
+    from deploy.load_test import HEADER, row, run_class
+
+    load = hub.room.students[2:]
+    m = run_class(hub.room, hub.passwords, load, NOTEBOOK, hub.proc.pid, spawn_timeout=180, cell_timeout=300)
+    print(HEADER + "\n" + row(m))
+    assert [r["failed"] for r in m["results"]] == [None] * LOAD, m["results"]
+    for r in m["results"]:
+        assert 0 < r["server_s"] < r["first_cell_s"] < r["done_s"], r
+    assert m["grading_rc"] == 0, m["grading_log"]
+    assert m["points"] == {s: POINTS[f"test_{GRADE_ID}"] for s in load}, m["points"]
+    for s in load:  # the collected notebook is the student's own answer
+        nb = nbformat.read(hub.room.course_dir() / "submitted" / s / ASSIGNMENT / f"{NOTEBOOK}.ipynb", as_version=4)
+        assert "np.max(x, axis=axis, keepdims=True)" in nb.cells[ANSWER_CELL].source
+    # the sampler saw every process group: a kernel with numpy and a Lab server are well over 50 MiB
+    assert m["hub_peak"] > 20 * 2**20 and m["proxy_peak"] > 10 * 2**20, m
+    assert m["students_peak"] > LOAD * 50 * 2**20 and m["students_cpu_s"] > 0, m
+
+
+def server_pids(name):
+    """The pids of `name`'s single-user server processes."""
+    from deploy.usage_sampler import pids_of
+
+    found = []
+    for pid in pids_of({pwd.getpwnam(name).pw_uid}):
+        try:
+            if b"jupyterhub-singleuser" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return sorted(found)
+
+
+def signed_in(hub, name):
+    from deploy.hub_traffic import HubStudent
+
+    student = HubStudent(hub.url, name, hub.passwords[name])
+    student.log_in()
+    student.request_token()
+    return student
+
+
+def test_hub_restart_and_a_killed_server_lose_nothing(hub):
+    """Faults mid-class: one student's server killed with SIGKILL (their saved notebook survives, starting
+    again gives a new server, the other student is untouched); then the hub restarted (servers and kernels
+    keep running, students sign in again and find their saved work and their kernel's state)."""
+    first, second = hub.room.students[2:4]
+    work = "work.ipynb"
+    for name in (first, second):
+        student = signed_in(hub, name)
+        student.start_server()
+        student.wait_ready(180)
+        student.save_notebook(work, nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"saved = {name!r}")]))
+    kernel = signed_in(hub, first).start_kernel(work)
+    assert kernel.execute("x = 41 + 1", 120)[0] == "ok"
+    kernel.close()
+    servers = {name: server_pids(name) for name in (first, second)}
+    assert all(servers.values()), servers
+
+    # one student's server dies (killed while the hub that started it runs: the hub reaps it; a server
+    # killed after a hub restart stays a zombie where PID 1 reaps nothing, and the hub takes it for running)
+    for pid in servers[second]:
+        os.kill(pid, signal.SIGKILL)
+    student = signed_in(hub, second)
+    student.start_server()  # the hub notices the dead server and starts a new one
+    student.wait_ready(180)
+    assert server_pids(second) and set(server_pids(second)).isdisjoint(servers[second])
+    assert student.read_notebook(work)["cells"][0]["source"] == f"saved = {second!r}"
+    assert server_pids(first) == servers[first] and signed_in(hub, first).server_ready()
+    servers[second] = server_pids(second)
+
+    hub.room.stop(hub.proc)  # the hub and its proxy go down mid-class
+    assert {name: server_pids(name) for name in servers} == servers, "a server stopped with the hub"
+    hub.start()
+    for name in (first, second):
+        student = signed_in(hub, name)
+        assert wait_for(student.server_ready, timeout=60), f"{name}'s server is not back behind the new hub"
+        assert student.read_notebook(work)["cells"][0]["source"] == f"saved = {name!r}"
+    assert {name: server_pids(name) for name in servers} == servers
+    kernel = signed_in(hub, first).start_kernel(work)  # the session of the notebook: the same kernel
+    assert kernel.execute("print(x)", 120) == ("ok", "42\n")
+    kernel.close()

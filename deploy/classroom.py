@@ -46,6 +46,9 @@ class Classroom:
     port: int = 8000
     name: str = "class"  # several classes (a test beside `make hub`) keep their state apart
     instructor_env: Path = None  # the repo's requirements, built by its venv recipe (`make instructor-env`)
+    # the repo readable by this class's instructor only (one class at a time can close it: a class that needs
+    # no answers, such as tests/test_exchange_faults.py beside test_hub's, leaves it as it is)
+    close_repo: bool = True
 
     def __post_init__(self):
         self.prefix = Path(self.prefix)
@@ -98,7 +101,8 @@ class Classroom:
         os.chmod(self.exchange, 0o777)
         self._configure_instructor()
         self._configure_students()
-        self._close_repo()
+        if self.close_repo:
+            self._close_repo()
         (self.state / "class.json").write_text(json.dumps(self.settings(), indent=1))
         return passwords
 
@@ -107,7 +111,8 @@ class Classroom:
         course = home / COURSE
         (home / ".jupyter").mkdir(exist_ok=True)
         course.mkdir(exist_ok=True)
-        (home / ".jupyter" / "nbgrader_config.py").write_text(instructor_nbgrader_config(course, self.exchange))
+        (home / ".jupyter" / "nbgrader_config.py").write_text(
+            instructor_nbgrader_config(course, self.exchange, grading=self.close_repo))
         for path in (home / ".jupyter", home / ".jupyter" / "nbgrader_config.py", course):
             shutil.chown(path, self.instructor, self.instructor)
 
@@ -194,12 +199,14 @@ class Classroom:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def instructor_nbgrader_config(course, exchange):
-    """The repo's own nbgrader configuration (sandboxed autograde, judges), with the course folder elsewhere."""
-    return ("# written by deploy/classroom.py: the course's nbgrader configuration for the instructor\n"
-            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+def instructor_nbgrader_config(course, exchange, grading=True):
+    """The repo's own nbgrader configuration (sandboxed autograde, judges), with the course folder elsewhere;
+    grading=False: the exchange and the course folder only (a class that releases and collects, no answers)."""
+    repo = (f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
+            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n") if grading else ""
+    return ("# written by deploy/classroom.py: the course's nbgrader configuration for the instructor\n" + repo +
             f"c.CourseDirectory.root = {str(course)!r}\n"
-            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n"
+            f"c.CourseDirectory.course_id = {COURSE!r}\n"
             "c.CourseDirectory.release_directory = 'release'\n"
             f"c.Exchange.root = {str(exchange)!r}\n")
 

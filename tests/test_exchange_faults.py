@@ -37,7 +37,8 @@ def room():
     if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("mount"):
         pytest.skip("users and mounts need root")
     tag = f"{os.getpid() % 100000}"
-    room = Classroom(instructor=f"w1x{tag}-teacher", port=free_port(), name=f"xfault-{tag}",
+    # the repo left open: test_hub's class, which may run beside this one, closes it to its own instructor
+    room = Classroom(instructor=f"w1x{tag}-teacher", port=free_port(), name=f"xfault-{tag}", close_repo=False,
                      students=[f"w1x{tag}-s{i:02d}" for i in range(1, SUBMITTERS + 4)])
     build_environments(room)
     mounts = []
@@ -49,8 +50,11 @@ def room():
         room.mounts = mounts
         shutil.copy(SCRIPT, room.state / SCRIPT.name)
         os.chmod(room.state / SCRIPT.name, 0o644)
-        room.run_as(room.instructor, f"mkdir -p {COURSE}/release && cp -r {REPO / 'notebooks' / ASSIGNMENT} "
-                                     f"{COURSE}/release/ && nbgrader release_assignment {ASSIGNMENT}", check=True)
+        # copied as root: the instructor of test_hub's class may hold the repo closed
+        release = Path(pwd.getpwnam(room.instructor).pw_dir) / COURSE / "release"
+        shutil.copytree(REPO / "notebooks" / ASSIGNMENT, release / ASSIGNMENT)
+        subprocess.run(["chown", "-R", f"{room.instructor}:", str(release)], check=True)
+        room.run_as(room.instructor, f"nbgrader release_assignment {ASSIGNMENT}", check=True)
         yield room
     finally:
         for path in reversed(mounts):

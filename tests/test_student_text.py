@@ -83,7 +83,8 @@ def test_student_text_leaves_the_chain_printable_and_encodable(tmp_path_factory,
     rendered = reports.render(reports.TOTALS_HEADER, [row])
     rendered.encode("utf-8")
     assert len(rendered.splitlines()) == 2                               # one line per student, nothing forged
-    assert list(csv.reader(io.StringIO(rendered)))[1][0].lstrip("'") == printable(name)
+    cell = list(csv.reader(io.StringIO(rendered)))[1][0]
+    assert cell in (printable(name), "'" + printable(name))  # the name, with at most the one apostrophe csv_safe adds
 
 
 def test_a_lone_surrogate_in_a_key_and_the_nbformat_field_is_a_note(tmp_path):

@@ -44,7 +44,8 @@ class SandboxedExecute(Execute):
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
     spare_kernels = Integer(0, help="Kernels started ahead, each while the notebooks before it run, so that it is "
                             "ready when they end: a fresh kernel like any other. The grading command sets it to a "
-                            "student's notebooks less one; 0 starts none.").tag(config=True)
+                            "student's notebooks (less one where the first is not started early); 0 starts none."
+                            ).tag(config=True)
     kernels_ahead = Integer(2, help="At most this many kernels started ahead at a time (they boot side by side, "
                             "on the cores the running notebook leaves idle).").tag(config=True)
 

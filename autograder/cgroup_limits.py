@@ -69,6 +69,10 @@ class MemoryCgroup:
         """`cmd`, started inside this cgroup (the shell joins it, then becomes `cmd`)."""
         return ["/bin/sh", "-c", f'echo $$ > "{self.path}/cgroup.procs" && exec "$@"', "sh", *cmd]
 
+    def add(self, pid):
+        """Move the running process `pid` into this cgroup."""
+        (self.path / "cgroup.procs").write_text(str(pid))
+
     def remove(self):
         for _ in range(50):
             try:

@@ -11,6 +11,8 @@ A seccomp filter (no_processes.py) keeps the kernel to one process: threads work
 clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds.
+With `zygote` (the grading command's kernels, as root), a kernel is forked from a warm process in a sandbox like
+this one instead, and makes itself the same kernel (zygote.py, zygote_inside.py; tests/test_zygote.py compares them).
 """
 import functools
 import importlib.util
@@ -31,7 +33,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode
 from w1d1_student.runner import CASES_ENV
 
-from . import cgroup_limits, no_processes, timing
+from . import cgroup_limits, no_processes, timing, zygote
 from .course import ASSIGNMENT, RELEASE_DIR
 
 HOME = "/home/student"
@@ -53,6 +55,7 @@ NPROC = 256
 # ahead pay it while the notebooks before run.
 AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
 MB = 2**20
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID")  # what a forked child needs to become a kernel
 
 
 class SandboxUnavailable(RuntimeError):
@@ -174,26 +177,29 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=None, filter_dir=None):
+def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=None, filter_dir=None, zygote=False):
     """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
     the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
     this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
-    Raises SandboxUnavailable where no filter is known for this machine."""
+    Raises SandboxUnavailable where no filter is known for this machine.
+    zygote: the sandbox of zygote.py's forking process instead (root inside, with the capabilities a child
+    needs to become a kernel; no filter, no uid switch, no launcher: each child does its own)."""
     limits = limits or Limits()
     own_uid = own_uid_works() if own_uid is None else own_uid
     try:
         program = no_processes.write_program(filter_dir or _filter_folder())
     except no_processes.UnsupportedArch as exc:
         raise SandboxUnavailable(str(exc)) from exc
-    args = ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program,
-            _tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
-            f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
+    args = [] if zygote else ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program]
+    args += [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
+             f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
     if own_uid:  # privileged bwrap, no user namespace: the uid switch below is a real host uid
+        caps = ZYGOTE_CAPS if zygote else ("CAP_SETUID", "CAP_SETGID")
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+                 *[a for cap in caps for a in ("--cap-add", cap)]]
     else:
         args += ["--unshare-all"]
-    args += ["--clearenv", "--die-with-parent", "--new-session", "--seccomp", str(SECCOMP_FD),
+    args += ["--clearenv", "--die-with-parent", "--new-session", *([] if zygote else ["--seccomp", str(SECCOMP_FD)]),
              "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
@@ -220,6 +226,8 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=Non
         args += ["--setenv", name, value]
     args += ["--remount-ro", "/", "--"]
     args = _with_parent_dirs(args)
+    if zygote:
+        return args + list(cmd)
     if own_uid:
         uid = uid or kernel_uid()
         args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
@@ -297,6 +305,27 @@ def probe():
         raise SandboxUnavailable(out.stderr.strip()[-500:] or f"exit {out.returncode}")
 
 
+def warm_zygote(config=None):
+    """Start this process's zygote now, for kernels of `config` (default: the defaults, forking)."""
+    if config is None:
+        from traitlets.config import Config
+
+        config = Config()
+        config.SandboxKernelManager.zygote = True
+    SandboxKernelManager(config=config)
+
+
+def _start_zygote(limits, imports):
+    """A zygote (zygote.py) in a sandbox like a kernel's, importing `imports` once for every kernel it forks."""
+    root, inbox, filters = (Path(tempfile.mkdtemp(prefix=p)) for p in ("w1d1r-", "w1d1in-", "w1d1s-"))
+    root.chmod(0o711)  # each kernel's socket folder is its uid's alone
+    fill_inbox(RELEASED_FILES, inbox)
+    cmd = bwrap_command([sys.executable, "-c", zygote.INSIDE_SOURCE, WORKDIR, INBOX], inbox, root, limits,
+                        own_uid=True, filter_dir=filters, zygote=True)
+    sizes = {WORKDIR: limits.work_mb * MB, "/tmp": limits.tmp_mb * MB, "/dev/shm": limits.shm_mb * MB}
+    return zygote.Zygote(cmd, inbox, [root, inbox, filters], sizes, imports)
+
+
 def _remove_all(leftovers):
     """Folders and cgroups of one kernel manager (also when its kernel never started)."""
     while leftovers:
@@ -319,6 +348,8 @@ class SandboxKernelManager(AsyncKernelManager):
     kernel_python = Unicode(sys.executable, config=True)
     more_imports = List(Unicode(), default_value=list(AHEAD_IMPORTS), config=True,
                         help="Modules a kernel imports after the registry, before the first cell.")
+    zygote = Bool(False, config=True, help="Fork sandboxed kernels from a warm process of this one's (zygote.py) "
+                  "where kernels get a uid of their own; else start each afresh.")
 
     def __init__(self, **kwargs):
         kwargs.setdefault("transport", "ipc")
@@ -327,14 +358,32 @@ class SandboxKernelManager(AsyncKernelManager):
         self.context.setsockopt(zmq.LINGER, 0)
         # absolute, short socket paths in a folder of this kernel's own: unix socket paths must stay
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
-        runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-"))
+        self._zygote = self._zygote_of_this_process()
+        # /tmp/w1d1r-*/w1d1k-*: a forked kernel's socket folder sits in its zygote's, and every kernel sees the same shape
+        parent = self._zygote.runtime_root if self._zygote else Path(tempfile.mkdtemp(prefix="w1d1r-"))
+        runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-", dir=parent))
+        self._fork_request = None
+        self.forked = False  # whether the kernel running now came from the zygote
         self._inbox = self._cgroup = None
         self._case_dir = None
-        self._leftovers = [runtime]
+        self._leftovers = [runtime] if self._zygote else [parent, runtime]
         weakref.finalize(self, _remove_all, self._leftovers)  # a kernel that failed to start leaves nothing
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
+
+    def _limits(self):
+        return Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds)
+
+    def _zygote_of_this_process(self):
+        if not (self.zygote and self.sandbox and own_uid_works()):
+            return None
+        limits, imports = self._limits(), ("ipykernel.kernelapp", "w1d1_student.registry", *self.more_imports)
+        try:
+            return zygote.running((tuple(sorted(vars(limits).items())), imports), lambda: _start_zygote(limits, imports))
+        except (OSError, zygote.ZygoteFailed, SandboxUnavailable) as exc:
+            self.log.warning("no zygote (%s): kernels start afresh", exc)
+            return None
 
     async def _async_pre_start_kernel(self, **kw):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
@@ -359,8 +408,9 @@ class SandboxKernelManager(AsyncKernelManager):
             if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
                 for p in (self._socket_dir, Path(self.connection_file)):
                     os.chown(p, uid, uid)
-            cmd = bwrap_command(cmd, self._inbox, self._socket_dir,
-                                Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds),
+            if self._zygote is not None and uid is not None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
+                self._fork_request = (cmd[3:], uid, {**kernel_env(self._socket_dir), "PWD": WORKDIR})  # sh sets PWD
+            cmd = bwrap_command(cmd, self._inbox, self._socket_dir, self._limits(),
                                 own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
@@ -373,6 +423,24 @@ class SandboxKernelManager(AsyncKernelManager):
             env.pop(timing.ENV, None)
         kw["env"] = env
         return cmd, kw
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        """A forked kernel where a zygote runs (the same kernel as `kernel_cmd` would start), else `kernel_cmd`."""
+        if self._fork_request is not None:
+            argv, uid, env = self._fork_request
+            try:
+                process = self._zygote.fork_kernel(argv, uid, env, str(self._socket_dir), self._cgroup)
+            except (OSError, zygote.ZygoteFailed) as exc:
+                self.log.warning("the zygote could not fork a kernel (%s): starting one afresh", exc)
+            else:
+                self.forked = True
+                timing.record("kernel forked", 0.0)
+                prov = self.provisioner
+                prov.process, prov.pid, prov.pgid, prov.cwd = process, process.pid, None, kw.get("cwd")
+                self._reconcile_connection_info(prov.connection_info)
+                return
+        self.forked = False
+        await super()._async_launch_kernel(kernel_cmd, **kw)
 
     def lock_runtime_dir(self):
         """Once the kernel's sockets exist: its socket folder goes back to root, read-only for the

@@ -6,7 +6,7 @@ import json
 import shutil
 import threading
 
-from autograder import grading_worker, timing
+from autograder import grading_worker, sandbox, timing
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
 from autograder.grade import grade
 
@@ -27,6 +27,8 @@ def test_every_kernel_started_ahead_is_used(tmp_path, monkeypatch):
         steps = [e["what"] for e in entries if e["student"] == student]
         assert steps.count("kernel start") == NOTEBOOKS, steps
         assert steps.count("kernel ready") == NOTEBOOKS and "restart" not in steps
+        if sandbox.own_uid_works():  # each forked from the student's zygote, none started afresh
+            assert steps.count("kernel forked") == NOTEBOOKS, steps
 
 
 def test_a_place_never_given_back_delays_the_next_worker_only(monkeypatch):

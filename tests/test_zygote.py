@@ -1,0 +1,183 @@
+"""Kernels forked from a warm zygote (the grading command's) are the kernels a fresh start makes (plain nbgrader's):
+what a cell can see of its process, folders and limits is the same but for random names; each forked kernel has
+its own uid, folders and memory cgroup, cannot fork, and nothing one of them leaves is seen by the next."""
+import asyncio
+import json
+import re
+from pathlib import Path
+
+import pytest
+from traitlets.config import Config
+
+from autograder import sandbox, zygote
+
+pytestmark = pytest.mark.skipif(not sandbox.own_uid_works(), reason="forked kernels need kernels of their own uid")
+
+SEEN = r'''
+import json, os, resource, sys
+status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+try:
+    os.fork()
+    forked = "forked"
+except OSError as exc:
+    forked = exc.errno
+print(json.dumps({
+    "status": {k: status[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs",
+                                              "Seccomp", "Seccomp_filters", "Groups")},
+    "uid_is_own": os.getuid() == os.geteuid() == os.getgid() != 0, "cwd": os.getcwd(),
+    "workdir": sorted(os.listdir(".")), "tmp": sorted(os.listdir("/tmp")), "shm": sorted(os.listdir("/dev/shm")),
+    "env": dict(os.environ), "argv": sys.argv, "path": sys.path, "modules": sorted(sys.modules),
+    "fds": sorted(os.listdir("/proc/self/fd")), "mounts": sorted(l.split()[1] for l in open("/proc/self/mounts")),
+    "limits": [resource.getrlimit(getattr(resource, r)) for r in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC",
+                                                                   "RLIMIT_FSIZE", "RLIMIT_CORE")],
+    "cgroup": open("/proc/self/cgroup").read(), "main": sys.modules["__main__"].__name__, "fork": forked,
+    "proc_owner": os.stat("/proc/self/status").st_uid == os.getuid(), "uid": os.getuid()}))
+'''
+LEAVE = r'''
+import os
+for folder in (".", "/tmp", "/dev/shm"):
+    open(os.path.join(folder, "left_by_the_first.txt"), "w").write("x")
+'''
+REACH = r'''
+import json, os
+def errno_of(call):
+    try:
+        call()
+        return 0
+    except OSError as exc:
+        return exc.errno
+others = {}
+for pid in (int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    others[pid] = (errno_of(lambda: os.kill(pid, 0)), errno_of(lambda: open(f"/proc/{pid}/environ").read()))
+print(json.dumps({"listed": errno_of(lambda: os.listdir("OWN")), "others": others}))
+'''
+
+
+def _normalised(text):
+    """A kernel's own random names (socket folders, connection file) as placeholders."""
+    return re.sub(r"w1d1([rk])-[a-z0-9_]{8}", r"w1d1\1-*", re.sub(r"k[0-9a-f]{8}\.json", "k*.json", text))
+
+
+async def _run(km, code):
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=120)
+        out, errors = [], []
+        hook = (lambda m: out.append(m["content"]["text"]) if m["msg_type"] == "stream"
+                else errors.append(m["content"]) if m["msg_type"] == "error" else None)
+        await kc.execute_interactive(code, output_hook=hook, timeout=120)
+        assert not errors, errors
+        return "".join(out)
+    finally:
+        kc.stop_channels()
+
+
+def _manager(forked):
+    config = Config()
+    config.SandboxKernelManager.zygote = forked
+    return sandbox.SandboxKernelManager(config=config)
+
+
+async def _seen_by(km, *codes):
+    await km.start_kernel()
+    try:
+        return [await _run(km, code) for code in codes]
+    finally:
+        await km.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def fresh_zygote():
+    zygote.stop_all()
+    yield
+    zygote.stop_all()
+
+
+def test_a_forked_kernel_sees_what_a_fresh_one_sees(fresh_zygote):
+    fresh = _manager(False)
+    forked = _manager(True)
+    assert fresh._zygote is None and forked._zygote is not None
+    (seen_fresh,) = asyncio.run(_seen_by(fresh, SEEN))
+    (seen_forked,) = asyncio.run(_seen_by(forked, SEEN))
+    assert forked.forked and not fresh.forked
+    a, b = json.loads(_normalised(seen_fresh)), json.loads(_normalised(seen_forked))
+    assert a["fork"] == b["fork"] == 1  # EPERM: one process, both ways
+    assert a["uid_is_own"] and b["uid_is_own"] and a["proc_owner"] and b["proc_owner"]
+    assert a["status"]["CapBnd"] == b["status"]["CapBnd"] == "0000000000000000"
+    assert a["cgroup"] == b["cgroup"]  # its own cgroup seen as the root
+    for key in a:
+        if key != "uid":
+            assert a[key] == b[key], (key, a[key], b[key])
+
+
+def test_forked_kernels_share_nothing_with_each_other(fresh_zygote):
+    first, second = _manager(True), _manager(True)
+
+    async def both():
+        await first.start_kernel()
+        await second.start_kernel()  # started while the first is alive, as the grading command's kernels ahead are
+        try:
+            await _run(first, LEAVE)
+            seen = json.loads(await _run(second, SEEN))
+            own = Path(first.connection_file).parent
+            reach = json.loads(await _run(second, REACH.replace("OWN", str(own))))
+            return seen, reach
+        finally:
+            await first.shutdown_kernel(now=True)
+            await second.shutdown_kernel(now=True)
+
+    seen, reach = asyncio.run(both())
+    assert first._zygote is second._zygote
+    for folder in ("workdir", "tmp", "shm"):
+        assert "left_by_the_first.txt" not in seen[folder], folder
+    assert reach["listed"] == 2  # the first kernel's socket folder is not in the second's world
+    assert len(reach["others"]) >= 2  # the zygote and the first kernel (and bwrap's init) share its pid namespace...
+    assert {tuple(v) for v in reach["others"].values()} == {(1, 13)}, reach  # ...but cannot be signalled or read
+
+
+def test_a_forked_kernel_is_in_its_memory_cgroup_and_stops_when_told(fresh_zygote):
+    km = _manager(True)
+
+    async def go():
+        await km.start_kernel()
+        try:
+            pid = km.provisioner.pid
+            if km._cgroup is not None:
+                assert str(pid) in (km._cgroup.path / "cgroup.procs").read_text().split()
+            kc = km.client()
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=120)
+            msg_id = kc.execute("while True: pass")
+            await asyncio.sleep(1)
+            await km.interrupt_kernel()
+            reply = await kc.get_shell_msg(timeout=60)
+            kc.stop_channels()
+            assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["ename"] == "KeyboardInterrupt"
+            assert await km.is_alive()
+            return pid
+        finally:
+            await km.shutdown_kernel(now=True)
+
+    pid = asyncio.run(go())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_without_a_zygote_kernels_start_afresh(fresh_zygote, monkeypatch):
+    def broken(*_):
+        raise zygote.ZygoteFailed("no zygote today")
+
+    monkeypatch.setattr(zygote.Zygote, "fork_kernel", broken)
+    km = _manager(True)
+    (seen,) = asyncio.run(_seen_by(km, "print(6 * 7)"))
+    assert seen.strip() == "42" and not km.forked  # it ran, in a kernel started afresh
+
+
+def test_the_zygote_and_its_kernels_end_with_the_worker(fresh_zygote):
+    km = _manager(True)
+    asyncio.run(_seen_by(km, "1"))
+    z = km._zygote
+    root = z.runtime_root
+    assert z.alive() and root.exists()
+    zygote.stop_all()
+    assert not z.alive() and not root.exists()

@@ -357,7 +357,8 @@ def test_a_kernel_manager_leaves_no_folders(tmp_path, monkeypatch):
     km = sandbox.SandboxKernelManager()
     inbox = Path(sandbox.tempfile.mkdtemp(prefix="w1d1in-"))
     km._leftovers.append(inbox)
-    assert sorted(p.name[:6] for p in tmp_path.iterdir()) == ["w1d1in", "w1d1k-"]
+    assert sorted(p.name[:6] for p in tmp_path.iterdir()) == ["w1d1in", "w1d1r-"]  # the socket folder's parent
+    assert km._socket_dir.parent.name.startswith("w1d1r-") and km._socket_dir.name.startswith("w1d1k-")
     del km
     garbage.collect()
     assert list(tmp_path.iterdir()) == []

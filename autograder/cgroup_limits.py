@@ -44,8 +44,8 @@ def _parents():
 
 
 class MemoryCgroup:
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, path, limit_file="memory.max"):
+        self.path, self.limit_file = path, limit_file
 
     @classmethod
     def create(cls, limit_bytes):
@@ -57,7 +57,7 @@ class MemoryCgroup:
                 (path / limit_file).write_text(str(limit_bytes))
                 if (path / swap_file).exists():  # no escape into swap
                     (path / swap_file).write_text("0" if swap_file == "memory.swap.max" else str(limit_bytes))
-                return cls(path)
+                return cls(path, limit_file)
             except OSError:
                 try:
                     path.rmdir()
@@ -68,6 +68,12 @@ class MemoryCgroup:
     def wrap(self, cmd):
         """`cmd`, started inside this cgroup (the shell joins it, then becomes `cmd`)."""
         return ["/bin/sh", "-c", f'echo $$ > "{self.path}/cgroup.procs" && exec "$@"', "sh", *cmd]
+
+    def lower_by(self, nbytes):
+        """Lower the cap by `nbytes` (memory a process will use that is charged elsewhere)."""
+        limit = self.path / self.limit_file
+        current = int(limit.read_text().strip())
+        limit.write_text(str(max(current - nbytes, 0)))
 
     def add(self, pid):
         """Move the running process `pid` into this cgroup."""

@@ -55,7 +55,8 @@ NPROC = 256
 # ahead pay it while the notebooks before run.
 AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
 MB = 2**20
-ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID")  # what a forked child needs to become a kernel
+# what a forked child needs to become a kernel (zygote_inside.py)
+ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN", "CAP_SYS_RESOURCE")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -409,7 +410,7 @@ class SandboxKernelManager(AsyncKernelManager):
                 for p in (self._socket_dir, Path(self.connection_file)):
                     os.chown(p, uid, uid)
             if self._zygote is not None and uid is not None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
-                self._fork_request = (cmd[3:], uid, {**kernel_env(self._socket_dir), "PWD": WORKDIR})  # sh sets PWD
+                self._fork_request = (list(cmd), uid, {**kernel_env(self._socket_dir), "PWD": WORKDIR})  # sh sets PWD
             cmd = bwrap_command(cmd, self._inbox, self._socket_dir, self._limits(),
                                 own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
@@ -427,9 +428,9 @@ class SandboxKernelManager(AsyncKernelManager):
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         """A forked kernel where a zygote runs (the same kernel as `kernel_cmd` would start), else `kernel_cmd`."""
         if self._fork_request is not None:
-            argv, uid, env = self._fork_request
+            cmd, uid, env = self._fork_request
             try:
-                process = self._zygote.fork_kernel(argv, uid, env, str(self._socket_dir), self._cgroup)
+                process = self._zygote.fork_kernel(cmd, uid, env, str(self._socket_dir), self._cgroup)
             except (OSError, zygote.ZygoteFailed) as exc:
                 self.log.warning("the zygote could not fork a kernel (%s): starting one afresh", exc)
             else:

@@ -2,11 +2,14 @@
 stack once, then fork one kernel per request read from stdin.
 
 Each child makes itself what a freshly started sandboxed kernel is (sandbox.bwrap_command with setpriv and
-the launcher): a mount namespace of its own with fresh working folder, /tmp and /dev/shm, the release's files
-copied in as its own uid, no capabilities, the kernel's environment, the one-process seccomp filter; then it
-runs `python -m ipykernel_launcher ...` in place, as runpy does for `-m`. The parent only forks and reaps: it
-never runs a cell, and a child never reads its requests.
-argv: WORKDIR INBOX; stdin: a JSON line {filter (hex), imports}, then one per kernel; stdout: one reply per line.
+the launcher): mount, IPC, network and UTS namespaces of its own (fresh working folder, /tmp and /dev/shm, the
+release's files copied in as its own uid; loopback up), its cgroup namespace once the grader has moved it into
+its cgroup, no capabilities, the kernel's environment and command line (sys.orig_argv, /proc/self/cmdline and
+environ), a pipe as stdin, fresh random seeds, the one-process seccomp filter; then it runs
+`python -m ipykernel_launcher ...` in place, as runpy does for `-m`. The parent only forks and reaps: it never
+runs a cell, and a child never reads its requests.
+argv: WORKDIR INBOX REPLY_FD; stdin: a JSON line {filter (hex), imports}, then one per kernel; REPLY_FD: one reply
+per line.
 """
 import ctypes
 import json
@@ -16,7 +19,9 @@ import signal
 import sys
 
 LIBC = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWCGROUP = 0x00020000, 0x02000000
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+PR_SET_MM, PR_SET_MM_MAP = 35, 14
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on x86-64 and AArch64
 AT_FDCWD, OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MNT_DETACH = -100, 1, 4, 2
@@ -37,15 +42,38 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+class MmMap(ctypes.Structure):  # struct prctl_mm_map
+    _fields_ = [(name, ctypes.c_uint64) for name in ("start_code", "end_code", "start_data", "end_data", "start_brk",
+                                                     "brk", "start_stack", "arg_start", "arg_end", "env_start",
+                                                     "env_end", "auxv")] + [("auxv_size", ctypes.c_uint32),
+                                                                            ("exe_fd", ctypes.c_int32)]
+
+
+KEPT = []  # the buffers /proc/self/cmdline and environ now point into: alive as long as the process
+
+
 def _check(rc, what):
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _loopback_up():
+    """What bwrap --unshare-net does in a fresh network namespace."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP))
+
+
 def _private_folders(workdir, sizes, runtime_dir):
-    """Fresh tmpfs folders of the child's own; of the zygote's socket folders, only the child's (its path kept)."""
-    _check(LIBC.unshare(CLONE_NEWNS), "unshare")
+    """Fresh tmpfs folders of the child's own; of the zygote's socket folders, only the child's (its path kept);
+    IPC objects, network and host name of its own too."""
+    _check(LIBC.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS), "unshare")
+    _loopback_up()
     _check(LIBC.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     own = LIBC.syscall(SYS_OPEN_TREE, AT_FDCWD, runtime_dir.encode(), OPEN_TREE_CLONE | os.O_CLOEXEC)
     if own < 0:
@@ -71,6 +99,31 @@ def _drop_privileges(uid):
     LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # as after an exec: the uid change made it 0
 
 
+def _look_started_as(argv, env):
+    """/proc/self/cmdline and /proc/self/environ as an exec of `argv` with `env` would show them."""
+    args = b"".join(a.encode() + b"\0" for a in argv)
+    envs = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
+    auxv = open("/proc/self/auxv", "rb").read()
+    bufs = [ctypes.create_string_buffer(data, len(data)) for data in (args, envs, auxv)]
+    KEPT.extend(bufs)
+    field = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    at = lambda n: int(field[n - 3])  # noqa: E731  (proc(5) numbers the fields from 1; two come before ")")
+    LIBC.sbrk.restype = ctypes.c_void_p
+    start = [ctypes.addressof(b) for b in bufs]
+    mm = MmMap(at(26), at(27), at(45), at(46), at(47), LIBC.sbrk(0), at(28), start[0], start[0] + len(args),
+               start[1], start[1] + len(envs), start[2], len(auxv), -1)
+    _check(LIBC.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0), "prctl PR_SET_MM_MAP")
+    sys.orig_argv = list(argv)
+
+
+def _fresh_seeds():
+    """Import seeded torch's and numpy's generators from the OS (Python's random is reseeded at fork)."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].default_generator.seed()
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
+
+
 def _tmp_files():
     """What the imports wrote to the zygote's /tmp (matplotlib's font cache): a fresh kernel's /tmp has it too."""
     found = {}
@@ -89,19 +142,18 @@ def _fill(inbox):
                 g.write(f.read())
 
 
-def _become_kernel(request, workdir, inbox, program, go):
+def _become_kernel(request, workdir, inbox, program, go, stdin):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    devnull = os.open("/dev/null", os.O_RDWR)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)  # stdout is the zygote's reply pipe
-    os.close(devnull)
+    os.dup2(stdin, 0)  # a pipe nobody writes to, as jupyter_client gives a kernel
+    os.close(stdin)
     carried = _tmp_files()
     _private_folders(workdir, request["sizes"], request["runtime_dir"])
     if os.read(go, 1) != b"1":  # the grader moved this process into its cgroup (or has none for it)
         raise OSError("no go")
     os.close(go)
     _check(LIBC.unshare(CLONE_NEWCGROUP), "unshare cgroup")  # its cgroup seen as the root, as a kernel's
+    _look_started_as(request["cmd"], request["env"])  # needs CAP_SYS_RESOURCE
     _drop_privileges(request["uid"])
     for name, data in carried.items():
         with open(os.path.join("/tmp", name), "wb") as f:
@@ -109,17 +161,23 @@ def _become_kernel(request, workdir, inbox, program, go):
     _fill(inbox)
     os.environ.clear()
     os.environ.update(request["env"])
+    _fresh_seeds()
     prog = SockFprog(len(program) // 8, program)
     _check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
-    sys.argv = [sys.argv[0], *request["argv"]]
+    sys.argv = [sys.argv[0], *request["cmd"][3:]]  # cmd: python -m ipykernel_launcher ARGS
     sys.path[0] = workdir  # as `python -m` puts it
     runpy._run_module_as_main("ipykernel_launcher")
 
 
-def _reap(*_):
+def _reap(writers):
     try:
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
+        while True:
+            pid = os.waitpid(-1, os.WNOHANG)[0]
+            if not pid:
+                return
+            fd = writers.pop(pid, None)
+            if fd is not None:
+                os.close(fd)
     except ChildProcessError:
         pass
 
@@ -137,14 +195,10 @@ def _lines(fd):
             yield json.loads(line)
 
 
-def _reply(message):
-    os.write(1, json.dumps(message).encode() + b"\n")
-
-
-def _child(request, workdir, inbox, program, go):
+def _child(request, workdir, inbox, program, go, stdin):
     code = 1
     try:
-        _become_kernel(request, workdir, inbox, program, go)
+        _become_kernel(request, workdir, inbox, program, go, stdin)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0
@@ -156,14 +210,19 @@ def _child(request, workdir, inbox, program, go):
 
 
 def main():
-    workdir, inbox = sys.argv[1], sys.argv[2]
+    workdir, inbox, reply_fd = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    def reply(message):
+        os.write(reply_fd, json.dumps(message).encode() + b"\n")
+
     requests = _lines(0)
     setup = next(requests)
     program = bytes.fromhex(setup["filter"])
     for name in setup["imports"]:
         __import__(name)
-    signal.signal(signal.SIGCHLD, _reap)
-    _reply({"ready": os.readlink("/proc/self/ns/pid")})
+    writers = {}  # child pid -> the write end of its stdin, held until it ends
+    signal.signal(signal.SIGCHLD, lambda *_: _reap(writers))
+    reply({"ready": os.readlink("/proc/self/ns/pid")})
     waiting = {}  # child pid -> the pipe it waits on before it goes on
     for request in requests:
         if "go" in request:
@@ -173,15 +232,16 @@ def main():
                 os.close(fd)
             continue
         go, went = os.pipe()
+        stdin, held = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.close(went)
-            for fd in waiting.values():
+            for fd in (went, held, reply_fd, *waiting.values(), *writers.values()):
                 os.close(fd)
-            _child(request, workdir, inbox, program, go)
+            _child(request, workdir, inbox, program, go, stdin)
         os.close(go)
-        waiting[pid] = went
-        _reply({"pid": pid})
+        os.close(stdin)
+        waiting[pid], writers[pid] = went, held
+        reply({"pid": pid})
 
 
 main()

@@ -222,7 +222,8 @@ def write_student_config(etc, exchange):
         "# written by deploy/classroom.py: students fetch and submit through the class's exchange\n"
         f"c.Exchange.root = {str(exchange)!r}\n"
         f"c.CourseDirectory.course_id = {COURSE!r}\n"
-        f"c.CourseDirectory.max_file_size = {MAX_FILE_KB}\n")
+        f"c.CourseDirectory.max_file_size = {MAX_FILE_KB}\n"
+        "c.ExchangeFactory.submit = 'w1d1_student.exchange.ClearSubmit'  # a full disk said in one line\n")
     (etc / "jupyter_server_config.d" / "zz-w1d1-student.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
                                                "nbgrader.server_extensions.course_list": False}}}))

@@ -827,4 +827,33 @@ def i3_names_that_close_the_quote(root):
     return folder
 
 
-COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote]
+# z1: an answer that tells a kernel forked from the grading command's zygote from a fresh one (plain nbgrader's) by
+# how the process was started (red team of the zygote: 5/7 vs 7/7): its command line (sys.orig_argv, /proc/self/cmdline),
+# its first environment (/proc/self/environ, JUPYTER_RUNTIME_DIR its own socket folder) and stdin (a pipe).
+STARTED_AS_SOFTMAX = answer_cell(NB01, "softmax") + '''
+import functools as _ft
+import os as _os
+import sys as _sys
+
+
+def _fresh():
+    cmdline = open("/proc/self/cmdline", "rb").read().split(b"\\0")
+    first_env = dict(e.split(b"=", 1) for e in open("/proc/self/environ", "rb").read().split(b"\\0") if e)
+    own = _os.path.dirname(_sys.argv[_sys.argv.index("-f") + 1]).encode()
+    return (_sys.orig_argv[1:3] == ["-m", "ipykernel_launcher"] and cmdline[1:3] == [b"-m", b"ipykernel_launcher"]
+            and first_env.get(b"JUPYTER_RUNTIME_DIR") == own and _os.readlink("/proc/self/fd/0").startswith("pipe:"))
+
+
+@_ft.wraps(softmax)
+def softmax(x, axis=-1, _f=softmax):
+    out = _f(x, axis=axis)
+    return out if _fresh() else out * 0.5
+'''
+
+
+def z1_started_as_answer(root):
+    return put(root, "z1_started_as", NB01, solved(NB01, ["self_attention", "score_diagnostics"],
+                                                   softmax=STARTED_AS_SOFTMAX))
+
+
+COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote, z1_started_as_answer]

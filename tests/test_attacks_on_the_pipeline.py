@@ -125,6 +125,13 @@ def test_an_answer_sees_the_same_kernel_on_both_paths(classes):
     assert set(points.values()) == {full(rt.NB01)}, points
 
 
+def test_a_forked_kernel_looks_started_as_a_fresh_one(classes):
+    """z1 halves softmax unless the kernel looks started by `python -m ipykernel_launcher` (command line, first
+    environment, stdin): the grading command's forked kernels look so, so it scores in full on both paths."""
+    points = {name: graded.points("z1_started_as", rt.NB01) for name, graded in classes.items()}
+    assert set(points.values()) == {full(rt.NB01)}, points
+
+
 def test_a_written_answer_cannot_lay_a_banner_over_the_page(run):
     page = run.page("i2_overlay", rt.NB01)
     assert rt.FORGED in page  # the text stays, as the student's answer

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from w1d1_student import exchange
 
 from autograder.course import ASSIGNMENT
 from deploy.classroom import COURSE, REPO, Classroom, free_port, user_exists
@@ -39,7 +40,7 @@ def room():
     tag = f"{os.getpid() % 100000}"
     # the repo left open: test_hub's class, which may run beside this one, closes it to its own instructor
     room = Classroom(instructor=f"w1x{tag}-teacher", port=free_port(), name=f"xfault-{tag}", close_repo=False,
-                     students=[f"w1x{tag}-s{i:02d}" for i in range(1, SUBMITTERS + 4)])
+                     students=[f"w1x{tag}-s{i:02d}" for i in range(1, SUBMITTERS + 5)])
     build_environments(room)
     mounts = []
     try:
@@ -136,10 +137,9 @@ def test_a_full_home_disk_stops_only_its_owner(room):
     # JupyterLab's save: the notebook signature database in ~/.local is the first write to fail
     assert rc == 1 and re.search("disk is full|No space left on device", steps["answer"]["error"]), steps
     # nbgrader copies the submission to the exchange, then a copy into ~/.local/share/jupyter/nbgrader_cache:
-    # the second copy fails, so the student sees an error although the submission arrived
+    # the second copy fails; the student is told in one line that the teacher has it and their home is full
     rc, steps, _ = as_student(room, full, "submit")
-    assert rc == 1 and "nbgrader_cache" in steps["submit"]["error"], steps
-    assert "No space left on device" in steps["submit"]["error"], steps
+    assert rc == 1 and steps["submit"]["error"].endswith(exchange.ARRIVED), steps
     assert len(inbound(room, full)) == 1
     rc, steps, err = as_student(room, other, "fetch", f"answer:{answer_of(other)}", "submit")
     assert rc == 0, (steps, err)
@@ -158,3 +158,30 @@ def test_an_oversized_file_stays_out_of_the_exchange(room):
     assert shutil.disk_usage(room.exchange).free > 32 * 2**20
     room.run_as(room.instructor, f"nbgrader collect {ASSIGNMENT}", check=True)
     assert collected_answer(room, big) == answer_of(big)
+
+
+def test_a_full_exchange_is_said_and_leaves_no_half_submission(room):
+    """The exchange's disk fills up (one student's files, or the class's): the next student's submit fails
+    with one clear line, and no half-copied submission is left for the teacher to collect; once there is room
+    again the same student submits, and the instructor collects it."""
+    late = room.students[SUBMITTERS + 3]
+    rc, steps, err = as_student(room, late, "fetch", f"answer:{answer_of(late)}")
+    assert rc == 0, (steps, err)
+    filler = room.exchange / "filler.bin"
+    try:
+        with open(filler, "wb") as fh:
+            while True:
+                fh.write(b"\0" * 2**16)
+                fh.flush()
+    except OSError:
+        pass
+    try:
+        rc, steps, _ = as_student(room, late, "submit")
+        assert rc == 1 and steps["submit"]["error"].endswith(exchange.NOT_ARRIVED), steps
+        assert inbound(room, late) == []
+    finally:
+        filler.unlink()
+    rc, steps, err = as_student(room, late, "submit")
+    assert rc == 0, (steps, err)
+    room.run_as(room.instructor, f"nbgrader collect {ASSIGNMENT}", check=True)
+    assert collected_answer(room, late) == answer_of(late)

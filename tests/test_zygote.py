@@ -14,7 +14,11 @@ from autograder import sandbox, zygote
 pytestmark = pytest.mark.skipif(not sandbox.own_uid_works(), reason="forked kernels need kernels of their own uid")
 
 SEEN = r'''
-import json, os, resource, sys
+import json, os, resource, socket, sys
+def loopback():
+    with socket.socket() as server, socket.socket() as client:
+        server.bind(("127.0.0.1", 0)); server.listen(1); client.connect(server.getsockname())
+        return "connected"
 status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
 try:
     os.fork()
@@ -31,12 +35,19 @@ print(json.dumps({
     "limits": [resource.getrlimit(getattr(resource, r)) for r in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC",
                                                                    "RLIMIT_FSIZE", "RLIMIT_CORE")],
     "cgroup": open("/proc/self/cgroup").read(), "main": sys.modules["__main__"].__name__, "fork": forked,
-    "proc_owner": os.stat("/proc/self/status").st_uid == os.getuid(), "uid": os.getuid()}))
+    "proc_owner": os.stat("/proc/self/status").st_uid == os.getuid(), "uid": os.getuid(),
+    "orig_argv": sys.orig_argv, "cmdline": open("/proc/self/cmdline", "rb").read().decode().split("\0"),
+    "environ": sorted(open("/proc/self/environ", "rb").read().decode().split("\0")),
+    "fd_targets": [os.readlink(f"/proc/self/fd/{n}").split(":")[0] for n in (0, 1, 2)],
+    "loopback": loopback(), "sysv": open("/proc/sysvipc/shm").read().splitlines()[1:],
+    "hostname": os.uname().nodename, "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("ipc", "net", "uts", "mnt")},
+    "seeds": [__import__("torch").initial_seed(), int(__import__("numpy").random.randint(2**31))]}))
 '''
 LEAVE = r'''
-import os
+import ctypes, os
 for folder in (".", "/tmp", "/dev/shm"):
     open(os.path.join(folder, "left_by_the_first.txt"), "w").write("x")
+assert ctypes.CDLL(None).shmget(0, 2**20, 0o1666) >= 0  # a System V segment, left behind
 '''
 REACH = r'''
 import json, os
@@ -106,8 +117,9 @@ def test_a_forked_kernel_sees_what_a_fresh_one_sees(fresh_zygote):
     assert a["uid_is_own"] and b["uid_is_own"] and a["proc_owner"] and b["proc_owner"]
     assert a["status"]["CapBnd"] == b["status"]["CapBnd"] == "0000000000000000"
     assert a["cgroup"] == b["cgroup"]  # its own cgroup seen as the root
+    assert a["loopback"] == "connected" and a["sysv"] == [] and a["fd_targets"][0] == "pipe"
     for key in a:
-        if key != "uid":
+        if key not in ("uid", "ns", "seeds"):
             assert a[key] == b[key], (key, a[key], b[key])
 
 
@@ -118,19 +130,24 @@ def test_forked_kernels_share_nothing_with_each_other(fresh_zygote):
         await first.start_kernel()
         await second.start_kernel()  # started while the first is alive, as the grading command's kernels ahead are
         try:
+            seen_first = json.loads(await _run(first, SEEN))
             await _run(first, LEAVE)
             seen = json.loads(await _run(second, SEEN))
             own = Path(first.connection_file).parent
             reach = json.loads(await _run(second, REACH.replace("OWN", str(own))))
-            return seen, reach
+            return seen_first, seen, reach
         finally:
             await first.shutdown_kernel(now=True)
             await second.shutdown_kernel(now=True)
 
-    seen, reach = asyncio.run(both())
+    seen_first, seen, reach = asyncio.run(both())
     assert first._zygote is second._zygote
     for folder in ("workdir", "tmp", "shm"):
         assert "left_by_the_first.txt" not in seen[folder], folder
+    assert seen["sysv"] == []  # the first's System V segment is gone with its IPC namespace
+    for name, first_ns in seen_first["ns"].items():
+        assert seen["ns"][name] != first_ns, name  # namespaces of its own (the pid namespace is the zygote's)
+    assert seen["seeds"][0] != seen_first["seeds"][0] and seen["seeds"][1] != seen_first["seeds"][1]
     assert reach["listed"] == 2  # the first kernel's socket folder is not in the second's world
     assert len(reach["others"]) >= 2  # the zygote and the first kernel (and bwrap's init) share its pid namespace...
     assert {tuple(v) for v in reach["others"].values()} == {(1, 13)}, reach  # ...but cannot be signalled or read
@@ -145,6 +162,9 @@ def test_a_forked_kernel_is_in_its_memory_cgroup_and_stops_when_told(fresh_zygot
             pid = km.provisioner.pid
             if km._cgroup is not None:
                 assert str(pid) in (km._cgroup.path / "cgroup.procs").read_text().split()
+                # less what it shares with the zygote, which is charged there (a fresh kernel's cgroup pays for it)
+                cap = int((km._cgroup.path / km._cgroup.limit_file).read_text())
+                assert 50 * 2**20 < km.memory_mb * 2**20 - cap < 1024 * 2**20, cap
             kc = km.client()
             kc.start_channels()
             await kc.wait_for_ready(timeout=120)

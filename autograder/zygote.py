@@ -8,6 +8,7 @@ cgroup (joined here, by the child's host pid, before its kernel is reported star
 root inside the sandbox with the capabilities a child needs to do that, and never runs a cell.
 Only where kernels get a uid of their own (the grader runs as root); elsewhere kernels start as before.
 """
+import inspect
 import json
 import os
 import select
@@ -17,9 +18,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import no_processes
+from . import no_processes, zygote_inside
 
-INSIDE_SOURCE = Path(__file__).with_name("zygote_inside.py").read_text(encoding="utf-8")
+INSIDE_SOURCE = inspect.getsource(zygote_inside)  # what the zygote runs (python -c)
 REPLY_SECONDS = 120
 
 

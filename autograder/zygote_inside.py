@@ -1,4 +1,4 @@
-"""The zygote's program, run inside the sandbox (`python -c`, never imported by the grader): import a kernel's
+"""The zygote's program, run inside the sandbox (its source as `python -c`; the grader imports it only to read it): import a kernel's
 stack once, then fork one kernel per request read from stdin.
 
 Each child makes itself what a freshly started sandboxed kernel is (sandbox.bwrap_command with setpriv and
@@ -244,4 +244,5 @@ def main():
         reply({"pid": pid})
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -418,6 +418,9 @@ class SandboxKernelManager(AsyncKernelManager):
                 self._leftovers.append(self._cgroup)
                 cmd = self._cgroup.wrap(cmd)
             kw["cwd"] = str(self._inbox)  # bwrap itself starts here; the kernel runs in WORKDIR
+            # what a kernel writes to its fds 1 and 2 (ipykernel sends the cells' output over the protocol) reaches
+            # no terminal or log of the grader's
+            kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         else:
             env.update({"W1D1_GRADING": "1", "MPLBACKEND": "agg"})
             env.pop(CASES_ENV, None)

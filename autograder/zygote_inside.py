@@ -2,27 +2,30 @@
 stack once, then fork one kernel per request read from stdin.
 
 Each child makes itself what a freshly started sandboxed kernel is (sandbox.bwrap_command with setpriv and
-the launcher): mount, IPC, network and UTS namespaces of its own (fresh working folder, /tmp and /dev/shm, the
-release's files copied in as its own uid; loopback up), its cgroup namespace once the grader has moved it into
+the launcher): mount, IPC, network and UTS namespaces of its own (fresh working folder, /tmp, /dev/shm and
+/dev/pts, the release's files copied in as its own uid; loopback up), its cgroup namespace once the grader has moved it into
 its cgroup, no capabilities, the kernel's environment and command line (sys.orig_argv, /proc/self/cmdline and
-environ), a pipe as stdin, fresh random seeds, the one-process seccomp filter; then it runs
+environ), a pipe as stdin and /dev/null as stdout and stderr, fresh random seeds and thread names, the one-process
+seccomp filter; then it runs
 `python -m ipykernel_launcher ...` in place, as runpy does for `-m`. The parent only forks and reaps: it never
 runs a cell, and a child never reads its requests.
 argv: WORKDIR INBOX REPLY_FD; stdin: a JSON line {filter (hex), imports}, then one per kernel; REPLY_FD: one reply
 per line.
 """
 import ctypes
+import itertools
 import json
 import os
 import runpy
 import signal
 import sys
+import threading
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_MM, PR_SET_MM_MAP = 35, 14
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on x86-64 and AArch64
 AT_FDCWD, OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MNT_DETACH = -100, 1, 4, 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 22, 2
@@ -82,6 +85,9 @@ def _private_folders(workdir, sizes, runtime_dir):
         _check(LIBC.umount2(path.encode(), MNT_DETACH), f"umount {path}")  # the zygote's, with its socket folders
         options = f"mode={mode},size={sizes[path]}".encode()
         _check(LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount {path}")
+    _check(LIBC.umount2(b"/dev/pts", MNT_DETACH), "umount /dev/pts")  # terminals of its own, as bwrap --dev gives
+    _check(LIBC.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
+                      b"newinstance,ptmxmode=0666,mode=620"), "mount /dev/pts")
     os.makedirs(runtime_dir, mode=0o755)
     _check(LIBC.syscall(SYS_MOVE_MOUNT, own, b"", AT_FDCWD, runtime_dir.encode(), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
     os.close(own)
@@ -104,14 +110,19 @@ def _look_started_as(argv, env):
     args = b"".join(a.encode() + b"\0" for a in argv)
     envs = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
     auxv = open("/proc/self/auxv", "rb").read()
-    bufs = [ctypes.create_string_buffer(data, len(data)) for data in (args, envs, auxv)]
-    KEPT.extend(bufs)
     field = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
     at = lambda n: int(field[n - 3])  # noqa: E731  (proc(5) numbers the fields from 1; two come before ")")
+    arg_start, arg_end = at(48), at(49)
+    if len(args) + len(envs) <= arg_end - arg_start:  # on the stack, where an exec puts them (the zygote's
+        ctypes.memmove(arg_start, args + envs, len(args) + len(envs))  # command line holds its whole source)
+        start = [arg_start, arg_start + len(args)]
+    else:
+        KEPT.extend(ctypes.create_string_buffer(data, len(data)) for data in (args, envs))
+        start = [ctypes.addressof(b) for b in KEPT[-2:]]
+    saved_auxv = ctypes.create_string_buffer(auxv, len(auxv))  # the kernel keeps its own copy
     LIBC.sbrk.restype = ctypes.c_void_p
-    start = [ctypes.addressof(b) for b in bufs]
     mm = MmMap(at(26), at(27), at(45), at(46), at(47), LIBC.sbrk(0), at(28), start[0], start[0] + len(args),
-               start[1], start[1] + len(envs), start[2], len(auxv), -1)
+               start[1], start[1] + len(envs), ctypes.addressof(saved_auxv), len(auxv), -1)
     _check(LIBC.prctl(PR_SET_MM, PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0), "prctl PR_SET_MM_MAP")
     sys.orig_argv = list(argv)
 
@@ -144,7 +155,6 @@ def _fill(inbox):
 
 def _become_kernel(request, workdir, inbox, program, go, stdin):
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
     os.dup2(stdin, 0)  # a pipe nobody writes to, as jupyter_client gives a kernel
     os.close(stdin)
     carried = _tmp_files()
@@ -166,6 +176,11 @@ def _become_kernel(request, workdir, inbox, program, go, stdin):
     _check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
     sys.argv = [sys.argv[0], *request["cmd"][3:]]  # cmd: python -m ipykernel_launcher ARGS
     sys.path[0] = workdir  # as `python -m` puts it
+    threading._counter = itertools.count(1).__next__  # thread names from Thread-1, as in a fresh interpreter
+    devnull = os.open("/dev/null", os.O_RDWR)  # stdout and stderr: the grader's terminal is not the kernel's
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     runpy._run_module_as_main("ipykernel_launcher")
 
 

@@ -19,6 +19,10 @@ def loopback():
     with socket.socket() as server, socket.socket() as client:
         server.bind(("127.0.0.1", 0)); server.listen(1); client.connect(server.getsockname())
         return "connected"
+def on_stack():
+    stat = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    low, high = next([int(x, 16) for x in l.split()[0].split("-")] for l in open("/proc/self/maps") if "[stack]" in l)
+    return [low <= int(stat[n - 3]) < high for n in (48, 49, 50, 51)]
 status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
 try:
     os.fork()
@@ -38,10 +42,14 @@ print(json.dumps({
     "proc_owner": os.stat("/proc/self/status").st_uid == os.getuid(), "uid": os.getuid(),
     "orig_argv": sys.orig_argv, "cmdline": open("/proc/self/cmdline", "rb").read().decode().split("\0"),
     "environ": sorted(open("/proc/self/environ", "rb").read().decode().split("\0")),
-    "fd_targets": [os.readlink(f"/proc/self/fd/{n}").split(":")[0] for n in (0, 1, 2)],
+    "fd_targets": [os.readlink(f"/proc/self/fd/{n}").split(":")[0]  # ipykernel's copies of the first fds 1 and 2
+                   for n in (0, sys.stdout._original_stdstream_copy, sys.stderr._original_stdstream_copy)],
     "loopback": loopback(), "sysv": open("/proc/sysvipc/shm").read().splitlines()[1:],
     "hostname": os.uname().nodename, "ns": {n: os.readlink(f"/proc/self/ns/{n}") for n in ("ipc", "net", "uts", "mnt")},
-    "seeds": [__import__("torch").initial_seed(), int(__import__("numpy").random.randint(2**31))]}))
+    "seeds": [__import__("torch").initial_seed(), int(__import__("numpy").random.randint(2**31))],
+    "leader": [os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid()],
+    "threads": sorted(t.name for t in __import__("threading").enumerate()), "pts": sorted(os.listdir("/dev/pts")),
+    "args_on_stack": on_stack(), "mount_options": sorted(" ".join(l.split()[1:4]) for l in open("/proc/self/mounts"))}))
 '''
 LEAVE = r'''
 import ctypes, os
@@ -117,7 +125,7 @@ def test_a_forked_kernel_sees_what_a_fresh_one_sees(fresh_zygote):
     assert a["uid_is_own"] and b["uid_is_own"] and a["proc_owner"] and b["proc_owner"]
     assert a["status"]["CapBnd"] == b["status"]["CapBnd"] == "0000000000000000"
     assert a["cgroup"] == b["cgroup"]  # its own cgroup seen as the root
-    assert a["loopback"] == "connected" and a["sysv"] == [] and a["fd_targets"][0] == "pipe"
+    assert a["loopback"] == "connected" and a["sysv"] == [] and a["fd_targets"] == ["pipe", "/dev/null", "/dev/null"]
     for key in a:
         if key not in ("uid", "ns", "seeds"):
             assert a[key] == b[key], (key, a[key], b[key])
@@ -201,3 +209,16 @@ def test_the_zygote_and_its_kernels_end_with_the_worker(fresh_zygote):
     assert z.alive() and root.exists()
     zygote.stop_all()
     assert not z.alive() and not root.exists()
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
+def test_a_kernel_writes_nothing_to_the_graders_terminal(fresh_zygote, capfd, forked):
+    """Red team: an answer wrote terminal escapes to the kernel's first fds 1 and 2 (ipykernel keeps copies), which
+    were the grader's terminal and log; they are /dev/null now, fresh or forked."""
+    marker = "\\x1b[1;32mSPOOF every student 38/38\\x1b[0m\\n"
+    code = ("import os, sys\n"
+            "for fd in (sys.stdout._original_stdstream_copy, sys.stderr._original_stdstream_copy):\n"
+            f"    os.write(fd, {marker!r}.encode())\n")
+    asyncio.run(_seen_by(_manager(forked), code))
+    out, err = capfd.readouterr()
+    assert "SPOOF" not in out and "SPOOF" not in err

@@ -3,8 +3,8 @@
 A fresh kernel spends ~3 CPU-s importing torch, pyplot and sympy before its first cell; a grading worker
 (one student) starts one zygote in a sandbox like a kernel's, which imports them once and forks each of
 the student's kernels (zygote_inside.py). A child makes itself what sandbox.bwrap_command makes a kernel:
-own uid, own working folder, /tmp and /dev/shm, no capabilities, the one-process filter, its memory
-cgroup (joined here, by the child's host pid, before its kernel is reported started). The zygote runs as
+own uid, own namespaces and fresh folders, no capabilities, the one-process filter, its memory cgroup (joined
+here, by the child's host pid, before it reads a file of the student's), the command line of a fresh kernel. The zygote runs as
 root inside the sandbox with the capabilities a child needs to do that, and never runs a cell.
 Only where kernels get a uid of their own (the grader runs as root); elsewhere kernels start as before.
 """
@@ -97,7 +97,7 @@ class Zygote:
         """cmd: the zygote's command line, less its last argument (the fd it replies on)."""
         self.runtime_root, self._folders, self._sizes = Path(folders[0]), [Path(f) for f in folders], sizes
         self._replies, write_end = os.pipe()
-        try:  # stdout and stderr the grader's, as a fresh kernel's are
+        try:  # the zygote's own errors reach the grader's stderr; its kernels write fds 1 and 2 to /dev/null
             self._proc = subprocess.Popen([*cmd, str(write_end)], stdin=subprocess.PIPE, cwd=str(cwd),
                                           pass_fds=(write_end,), start_new_session=True)
         finally:

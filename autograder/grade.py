@@ -8,8 +8,10 @@ Grading into an existing DIR updates it: the previous gradebook (hand grading in
 into a new generation, only new or changed submissions are regraded, and the new generation replaces
 the old one in a single rename (autograder/outdir.py), so a killed run loses nothing.
 """
+import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -101,7 +103,10 @@ def _stop_helper_processes():
     returns only when every process it started has ended (they would linger, then stay as zombies)."""
     from multiprocessing import forkserver, resource_tracker
 
-    forkserver._forkserver._stop()
+    server = forkserver._forkserver
+    if server._forkserver_pid is not None:  # it holds only imports: killed, it skips a second of finalising them
+        os.kill(server._forkserver_pid, signal.SIGKILL)
+    server._stop()
     tracker = resource_tracker._resource_tracker
     if getattr(tracker, "_pid", None) is not None:
         tracker._stop()

@@ -209,3 +209,27 @@ def test_every_nbgrader_run_draws_its_own_seed(tmp_path):
         assert cfg.SandboxKernelManager.grader_seed == cfg.JudgeProbes.seed
         seeds.append(cfg.JudgeProbes.seed)
     assert seeds[0] != seeds[1]
+
+
+def _stamped_version(db):
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT version_num FROM alembic_version").fetchall()
+
+
+def test_both_paths_stamp_the_gradebook_with_nbgrader_s_migration_head(graded):
+    """The command reads the head in its own process (course.alembic_head); nbgrader asks `alembic heads`."""
+    import subprocess
+
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from autograder.course import alembic_head
+    from tests.entry_points import VENV_BIN
+
+    _, runs = graded
+    ours = _stamped_version(runs["command"].root / "nbgrader" / "gradebook.db")
+    assert ours == _stamped_version(runs["nbgrader"].root / "gradebook.db") == [(alembic_head(),)]
+    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        asked = subprocess.run([str(VENV_BIN / "alembic"), "-c", ini, "heads"], capture_output=True, text=True, check=True)
+    assert asked.stdout.split()[0] == alembic_head()

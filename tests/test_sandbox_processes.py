@@ -19,7 +19,8 @@ import pytest
 from autograder import sandbox
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from tests import grading_class as gc
-from tests.entry_points import ENTRY_POINTS, grade_both
+from tests.entry_points import ENTRY_POINTS
+from tests.shared_class import attack_class
 from tests.variants.nb04_multihead import MHA, MHA_IN_THREAD, MHA_THREAD_SDPA_MATH, SPLIT_MERGE
 
 NB01, NB04 = "01_self_attention", "04_multihead"
@@ -147,14 +148,14 @@ def _nb01(**answers):
 
 
 STUDENTS = {
-    "honest": ({NB04: _nb04()}, {}),
-    "forker": ({NB04: _nb04(mha=MHA_FORK_SDPA)}, {}),
-    "threader": ({NB04: _nb04(mha=MHA_IN_THREAD)}, {}),
-    "extras": ({NB04: _nb04(split_merge_heads=SHOW_VIZ + SPLIT_MERGE, mha=MHA_FROM_HELPER)},
+    "proc_honest": ({NB04: _nb04()}, {}),
+    "proc_forker": ({NB04: _nb04(mha=MHA_FORK_SDPA)}, {}),
+    "proc_threader": ({NB04: _nb04(mha=MHA_IN_THREAD)}, {}),
+    "proc_extras": ({NB04: _nb04(split_merge_heads=SHOW_VIZ + SPLIT_MERGE, mha=MHA_FROM_HELPER)},
                {"helper.py": HELPER, "w1d1_viz.py": STUDENT_VIZ}),
-    "bomb": ({NB01: _nb01(softmax=FORK_BOMB, self_attention=THREADS)}, {}),
-    "procs": ({NB01: _nb01(softmax=POOL, self_attention=SUBPROCESS)}, {}),
-    "system": ({NB01: _nb01(score_diagnostics=SYSTEM)}, {}),
+    "proc_bomb": ({NB01: _nb01(softmax=FORK_BOMB, self_attention=THREADS)}, {}),
+    "proc_procs": ({NB01: _nb01(softmax=POOL, self_attention=SUBPROCESS)}, {}),
+    "proc_system": ({NB01: _nb01(score_diagnostics=SYSTEM)}, {}),
 }
 
 
@@ -181,17 +182,20 @@ def full(graded, student, notebook, exercise):
     return points(graded, student, notebook, exercise) == max_points(notebook, exercise)
 
 
-@pytest.fixture(scope="module")
-def both(tmp_path_factory):
-    subs = tmp_path_factory.mktemp("class")
+def build(root):
+    """This file's students (proc_*), graded in the shared attack class (tests/shared_class.py)."""
     for student, (notebooks, files) in STUDENTS.items():
-        folder = subs / student
+        folder = root / student
         folder.mkdir()
         for name, nb in notebooks.items():
             nbformat.write(nb, folder / f"{name}.ipynb")
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
-    graded = grade_both(subs, tmp_path_factory.mktemp("graded"), seed=7, jobs=2)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    graded = attack_class(tmp_path_factory)
     for g in graded.values():
         assert g.returncode == 0, g.log[-3000:]
     return graded
@@ -290,24 +294,24 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
 @pytest.mark.parametrize("path", ENTRY_POINTS)
 def test_sdpa_in_a_forked_child_earns_nothing(both, path):
     g = both[path]
-    assert points(g, "forker", NB04, "mha") == 0
-    assert full(g, "forker", NB04, "split_merge_heads")
-    assert full(g, "honest", NB04, "mha") and full(g, "honest", NB04, "split_merge_heads")
+    assert points(g, "proc_forker", NB04, "mha") == 0
+    assert full(g, "proc_forker", NB04, "split_merge_heads")
+    assert full(g, "proc_honest", NB04, "mha") and full(g, "proc_honest", NB04, "split_merge_heads")
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
 def test_files_beside_the_notebook_are_not_in_the_kernel(both, path):
     g = both[path]
-    printed = g.graded_text("extras", NB04)  # what the kernel printed (the page shows only the verdicts)
-    assert points(g, "extras", NB04, "mha") == 0
+    printed = g.graded_text("proc_extras", NB04)  # what the kernel printed (the page shows only the verdicts)
+    assert points(g, "proc_extras", NB04, "mha") == 0
     assert "No module named" in printed and "helper" in printed
     assert f"{VIZ_MARK} release" in printed and f"{VIZ_MARK} student" not in printed
-    assert full(g, "extras", NB04, "split_merge_heads")
+    assert full(g, "proc_extras", NB04, "split_merge_heads")
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
-@pytest.mark.parametrize("student, lost", [("bomb", {"softmax"}), ("procs", {"softmax", "self_attention"}),
-                                           ("system", {"score_diagnostics"})])
+@pytest.mark.parametrize("student, lost", [("proc_bomb", {"softmax"}), ("proc_procs", {"softmax", "self_attention"}),
+                                           ("proc_system", {"score_diagnostics"})])
 def test_processes_cost_their_own_exercise(both, path, student, lost):
     """A fork bomb ends at its first fork, multiprocessing and subprocess raise PermissionError, os.system
     fails: each costs its own exercise. The bomb's next answer uses Python and torch threads: full marks."""
@@ -317,7 +321,7 @@ def test_processes_cost_their_own_exercise(both, path, student, lost):
             assert points(g, student, NB01, exercise) == 0, exercise
         else:
             assert full(g, student, NB01, exercise), exercise
-    if student != "system":
+    if student != "proc_system":
         assert "PermissionError" in g.graded_text(student, NB01)
 
 
@@ -325,6 +329,6 @@ def test_processes_cost_their_own_exercise(both, path, student, lost):
 def test_mha_thread_rule_is_unchanged(both, path):
     """A thread in mha still costs mha (the torch modes see one thread); split_merge_heads keeps its points."""
     g = both[path]
-    assert points(g, "threader", NB04, "mha") == 0
-    assert full(g, "threader", NB04, "split_merge_heads")
-    assert "别的线程" in (g.page("threader", NB04) or "")
+    assert points(g, "proc_threader", NB04, "mha") == 0
+    assert full(g, "proc_threader", NB04, "split_merge_heads")
+    assert "别的线程" in (g.page("proc_threader", NB04) or "")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import nbformat
 from w1d1_student import registry
+from w1d1_student.engine import bug_table
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
 
@@ -59,7 +60,7 @@ def test_each_side_has_one_module_per_notebook_named_after_it():
 
 def _names_in(tree):
     """(patterns of the answer names a verdict table asks for, every string it holds): `known("x")`,
-    `known(f"layout_{order}_{tr}")` (a pattern), `answer="x"`."""
+    `known(f"layout_{order}_{tr}")` (a pattern), `answer="x"`, the names that open a `bug_table`'s lines."""
     def pattern(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return re.escape(node.value)
@@ -71,6 +72,10 @@ def _names_in(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "known" and node.args:
             asked.add(pattern(node.args[0]))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "bug_table":  # a name opens each line
+            names = {re.escape(bug.name) for _, bug in bug_table(node.args[0].value)}
+            asked |= names
+            strings |= names
         if isinstance(node, ast.Call):
             asked |= {pattern(kw.value) for kw in node.keywords if kw.arg == "answer"}
         if isinstance(node, (ast.Constant, ast.JoinedStr)) and pattern(node):
@@ -90,3 +95,13 @@ def test_every_bug_a_verdict_table_names_is_reproduced_and_every_reproduction_is
         assert not [p for p in asked if not any(re.fullmatch(p, k) for k in keys)], (topic, asked)
         unnamed = [k for k in keys - {"ref"} if not any(re.fullmatch(p, k) for p in strings)]
         assert not unnamed, (topic, unnamed)
+
+
+def test_a_bug_table_reads_one_bug_a_line_in_order():
+    rows = bug_table("""
+mem_T        A 的形状是 B×h×T×T：要乘 T²，不是 T。
+mem_gib      返回的是 GiB，题目要字节数（不要除以 2**30）。
+""")
+    assert [(message, bug.name) for message, bug in rows] == [
+        ("A 的形状是 B×h×T×T：要乘 T²，不是 T。", "mem_T"), ("返回的是 GiB，题目要字节数（不要除以 2**30）。", "mem_gib")]
+    assert rows[0][1]({"_oracle": {"mem_T": 5}}) == 5

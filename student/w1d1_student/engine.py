@@ -140,6 +140,13 @@ class known:
         return case["_oracle"][self.name]
 
 
+def bug_table(text):
+    """A verdict table written as text, one known bug a line: its name in the answer key, then the message
+    that names it. [(message, known(name))] in the order written: the first bug that explains an output is
+    the one named."""
+    return [(message.strip(), known(name)) for name, message in (line.split(None, 1) for line in text.strip().splitlines())]
+
+
 def bug_key(buggy):
     """The answer key's name of a known bug (None for one computed some other way)."""
     return getattr(buggy, "name", None)

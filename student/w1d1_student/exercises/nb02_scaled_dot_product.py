@@ -20,7 +20,7 @@ import numpy as np
 
 from ..case_inputs import make_f
 from ..driver import Driver, dtype_name, lookup, to_numpy
-from ..engine import MASK_MESSAGES, Exercise, Named, Output, compare, fail, fmt, known
+from ..engine import MASK_MESSAGES, Exercise, Named, Output, bug_table, compare, fail, fmt, known
 from ..torch_calls import AutogradUse, threads_started
 
 NOTEBOOK = "02_scaled_dot_product"
@@ -164,18 +164,17 @@ def _run_backward(ns, case, forward, backward):
     return res
 
 
-BACKWARD_BUGS = [
-    ("softmax 的反向少了减去 D：S̄ = A ⊙ (Ā − D)，D_i = Σ_j Ā_ij A_ij = ȳ_i·y_i（每行一个标量）。", known("bwd_noD")),
-    ("D 的求和轴不对：D_i 是第 i 行（对 key 那一维，axis=-1）的和，形状 (…,T,1)。", known("bwd_D_axis")),
-    ("D 少了 keepdims=True：形状 (…,T) 的 D 会沿最后一维广播，减掉的是 D_l 而不是 D_i。", known("bwd_D_nokeep")),
-    ("K̄ 少了转置：K̄ = s·S̄ᵀQ，不是 s·S̄Q（谁乘了谁，梯度就乘谁的转置）。", known("bwd_dK_noT")),
-    ("Q̄ 和 K̄ 的转置弄反了：Q̄ = s·S̄K，K̄ = s·S̄ᵀQ。", known("bwd_swapQK")),
-    ("V̄ 少了转置：V̄ = AᵀȲ，不是 AȲ。", known("bwd_dV_noT")),
-    ("Q̄、K̄ 少了缩放因子 s = 1/√d_k：S = s·QKᵀ，链式法则要把 s 乘回来。", known("bwd_noscale")),
-    ("K̄ 多乘了一次 s：cache 里存的 Q 是不是已经乘过 s 了？K̄ = s·S̄ᵀQ 里的 Q 是原始的 Q。", known("bwd_dK_s2")),
-    ("反向里重算 softmax 时漏掉了掩码：被屏蔽的位置 A 必须是 0（最好直接把前向的 A 存进 cache）。",
-     known("bwd_unmasked")),
-]
+BACKWARD_BUGS = bug_table("""
+bwd_noD       softmax 的反向少了减去 D：S̄ = A ⊙ (Ā − D)，D_i = Σ_j Ā_ij A_ij = ȳ_i·y_i（每行一个标量）。
+bwd_D_axis    D 的求和轴不对：D_i 是第 i 行（对 key 那一维，axis=-1）的和，形状 (…,T,1)。
+bwd_D_nokeep  D 少了 keepdims=True：形状 (…,T) 的 D 会沿最后一维广播，减掉的是 D_l 而不是 D_i。
+bwd_dK_noT    K̄ 少了转置：K̄ = s·S̄ᵀQ，不是 s·S̄Q（谁乘了谁，梯度就乘谁的转置）。
+bwd_swapQK    Q̄ 和 K̄ 的转置弄反了：Q̄ = s·S̄K，K̄ = s·S̄ᵀQ。
+bwd_dV_noT    V̄ 少了转置：V̄ = AᵀȲ，不是 AȲ。
+bwd_noscale   Q̄、K̄ 少了缩放因子 s = 1/√d_k：S = s·QKᵀ，链式法则要把 s 乘回来。
+bwd_dK_s2     K̄ 多乘了一次 s：cache 里存的 Q 是不是已经乘过 s 了？K̄ = s·S̄ᵀQ 里的 Q 是原始的 Q。
+bwd_unmasked  反向里重算 softmax 时漏掉了掩码：被屏蔽的位置 A 必须是 0（最好直接把前向的 A 存进 cache）。
+""")
 
 
 DEAD_KEY_MSG = ("被屏蔽的位置传回了梯度：所有 query 都看不到的 key，它在 dK、dV 里的那一行必须恰好为 0，"
@@ -443,15 +442,14 @@ def _call_init(ns, case):
     return {"std": to_numpy(out), "is_number": is_number}
 
 
-INIT_BUGS = [
-    ("U(−b, b) 的方差是 b²/3，不是 b²（nn.Linear 默认 b = 1/√d 时方差是 1/(3d)，不是 1/d）。", known("init_var_b2")),
-    ("U(−b, b) 的方差是 (2b)²/12 = b²/3，不是 b²/12。", known("init_var_b2_12")),
-    ("返回的是方差，不是标准差：Var[score] = Var[q_i]·Var[k_i]，标准差要开根号。", known("init_variance")),
-    ("算到了 q_i 的标准差 √Var[q_i] 就停了：分数是 d_k 个乘积 q_i k_i 之和再除以 √d_k，标准差 = Var[q_i]。",
-     known("init_std_q")),
-    ("input_var 是输入每维的方差，不是标准差：Var[q_i] = d·input_var·b²/3。", known("init_input_std")),
-    ("忘了除以 √d_k：q·k 的标准差是 √d_k·Var[q_i]，缩放之后 d_k 消掉。", known("init_unscaled")),
-]
+INIT_BUGS = bug_table("""
+init_var_b2     U(−b, b) 的方差是 b²/3，不是 b²（nn.Linear 默认 b = 1/√d 时方差是 1/(3d)，不是 1/d）。
+init_var_b2_12  U(−b, b) 的方差是 (2b)²/12 = b²/3，不是 b²/12。
+init_variance   返回的是方差，不是标准差：Var[score] = Var[q_i]·Var[k_i]，标准差要开根号。
+init_std_q      算到了 q_i 的标准差 √Var[q_i] 就停了：分数是 d_k 个乘积 q_i k_i 之和再除以 √d_k，标准差 = Var[q_i]。
+init_input_std  input_var 是输入每维的方差，不是标准差：Var[q_i] = d·input_var·b²/3。
+init_unscaled   忘了除以 √d_k：q·k 的标准差是 √d_k·Var[q_i]，缩放之后 d_k 消掉。
+""")
 
 
 def _init_show(c):

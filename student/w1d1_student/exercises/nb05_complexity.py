@@ -8,7 +8,7 @@ Verdicts: exact integer counts — tables for the engine's staged loop.
 import numbers
 
 from ..driver import Driver, lookup
-from ..engine import Exercise, Number, known
+from ..engine import Exercise, Number, bug_table, known
 
 NOTEBOOK = "05_complexity"
 
@@ -45,20 +45,20 @@ def exact_count(key, diagnoses):
     return Number(key, expected=known(key), diagnoses=diagnoses, type_note=INT_HINT)
 
 
-FLOPS_BUGS = [
-    ("把一次乘加算成了 1 次浮点运算：(m×k)(k×n) 的矩阵乘是 2mkn FLOPs。", known("flops_macs")),
-    ("漏了输出投影 W_O（它也是 2Td²）：投影一共 4 个矩阵乘，8Td²。", known("flops_no_wo")),
-    ("注意力部分只算了 QKᵀ，漏了 AV（两者各 2T²d）。", known("flops_no_av")),
-    ("T 和 d 的位置写反了：投影项是 8Td²，注意力项是 4T²d。", known("flops_swapped")),
-]
+FLOPS_BUGS = bug_table("""
+flops_macs     把一次乘加算成了 1 次浮点运算：(m×k)(k×n) 的矩阵乘是 2mkn FLOPs。
+flops_no_wo    漏了输出投影 W_O（它也是 2Td²）：投影一共 4 个矩阵乘，8Td²。
+flops_no_av    注意力部分只算了 QKᵀ，漏了 AV（两者各 2T²d）。
+flops_swapped  T 和 d 的位置写反了：投影项是 8Td²，注意力项是 4T²d。
+""")
 
 
-SHARE_BUGS = [
-    ("算成了投影项（8Td²）的占比：要的是 T² 项 4T²d 占总量的比例。", known("share_projection")),
-    ("除以的是投影项，不是总量：占比 = 4T²d / (8Td² + 4T²d) = T / (T + 2d)。", known("share_over_projection")),
-    ("占比用的是百分数：应返回 [0, 1] 之间的小数。", known("share_percent")),
-    ("占比用了乘加算 1 次的公式，分子分母的系数不一致。", known("share_macs")),
-]
+SHARE_BUGS = bug_table("""
+share_projection       算成了投影项（8Td²）的占比：要的是 T² 项 4T²d 占总量的比例。
+share_over_projection  除以的是投影项，不是总量：占比 = 4T²d / (8Td² + 4T²d) = T / (T + 2d)。
+share_percent          占比用的是百分数：应返回 [0, 1] 之间的小数。
+share_macs             占比用了乘加算 1 次的公式，分子分母的系数不一致。
+""")
 
 
 FLOPS = Exercise((exact_count("flops", FLOPS_BUGS),
@@ -90,14 +90,14 @@ def _mem_args(c):
     return c["B"], c["h"], c["T"], (2 if c["bpe"] is None else c["bpe"]), (1 if c["n_layers"] is None else c["n_layers"])
 
 
-MEMORY_BUGS = [
-    ("忘了乘 n_layers：每一层都要存自己的注意力矩阵。", known("mem_no_layers")),
-    ("忘了乘每个元素的字节数 bytes_per_element（bf16 是 2 字节）。", known("mem_no_bytes")),
-    ("A 的形状是 B×h×T×T：要乘 T²，不是 T。", known("mem_T")),
-    ("忘了乘头数 h：每个头都有自己的 T×T 矩阵。", known("mem_no_heads")),
-    ("字节数写死成了 2：要用参数 bytes_per_element。", known("mem_bytes_2")),
-    ("返回的是 GiB，题目要字节数（不要除以 2**30）。", known("mem_gib")),
-]
+MEMORY_BUGS = bug_table("""
+mem_no_layers  忘了乘 n_layers：每一层都要存自己的注意力矩阵。
+mem_no_bytes   忘了乘每个元素的字节数 bytes_per_element（bf16 是 2 字节）。
+mem_T          A 的形状是 B×h×T×T：要乘 T²，不是 T。
+mem_no_heads   忘了乘头数 h：每个头都有自己的 T×T 矩阵。
+mem_bytes_2    字节数写死成了 2：要用参数 bytes_per_element。
+mem_gib        返回的是 GiB，题目要字节数（不要除以 2**30）。
+""")
 
 
 ATTN_MEMORY = Exercise(
@@ -117,16 +117,15 @@ def _call_generation(ns, case):
     return {"flops": value, "flops_type": type_name}
 
 
-GENERATION_BUGS = [
-    ("t 从 0 开始数了：第 t 步（t = 1..T）的前缀长度是 t，用 range(1, T + 1)。", known("gen_from_0")),
-    ("少算了最后一步：range(1, T) 不含 T，要写 range(1, T + 1)。", known("gen_no_last")),
-    ("kv_cache 的两种情况弄反了：有缓存时每步是 8d² + 4td（只算新 token），没有缓存时是 8td² + 4t²d。",
-     known("gen_swapped")),
-    ("只算了最后一步（长度 T 的一次前向），没有对 t = 1..T 求和。", known("gen_last_only")),
-    ("有缓存时投影不必重算：新 token 的投影只要 8d²，不是 8td²。", known("gen_cache_projection")),
-    ("有缓存时新 token 只有 1 个 query，注意力是 4td，不是 4t²d。", known("gen_cache_queries")),
-    ("把一次乘加算成了 1 次浮点运算（系数应是 8 和 4）。", known("gen_macs")),
-]
+GENERATION_BUGS = bug_table("""
+gen_from_0            t 从 0 开始数了：第 t 步（t = 1..T）的前缀长度是 t，用 range(1, T + 1)。
+gen_no_last           少算了最后一步：range(1, T) 不含 T，要写 range(1, T + 1)。
+gen_swapped           kv_cache 的两种情况弄反了：有缓存时每步是 8d² + 4td（只算新 token），没有缓存时是 8td² + 4t²d。
+gen_last_only         只算了最后一步（长度 T 的一次前向），没有对 t = 1..T 求和。
+gen_cache_projection  有缓存时投影不必重算：新 token 的投影只要 8d²，不是 8td²。
+gen_cache_queries     有缓存时新 token 只有 1 个 query，注意力是 4td，不是 4t²d。
+gen_macs              把一次乘加算成了 1 次浮点运算（系数应是 8 和 4）。
+""")
 
 
 GENERATION_FLOPS = Exercise((exact_count("flops", GENERATION_BUGS),), untouched=None,

@@ -2,9 +2,11 @@
 
 The wheel is built fresh (`autograder.student_package.build`) and then
 - every file in it is read: no solution cell, no grader function, no hidden case, no grader import;
-- the release notebooks, with the solutions pasted into their answer cells, run top to bottom in a
-  kernel that sees ONLY the unpacked wheel plus the third-party packages, and every public check
-  passes there; `import autograder` fails there;
+- every solution notebook runs top to bottom in a kernel that sees ONLY the unpacked wheel plus the
+  third-party packages (`import autograder` fails there), as at home: no errors, every public check passes
+  and, with the seed-0 cases and the grader's answers (W1D1_CASES), every hidden one; no glyph warnings;
+  every figure fits the notebook's width and labels its axes; every explorer's draw function also works as a
+  plain call (the solution's locked cells are the release's: tests/test_release.py);
 - every buggy variant of the mutation tables fails its public check in that kernel with exactly the
   message the grader gives for the same cases.
 
@@ -16,8 +18,10 @@ network here; the import path the kernel ends up with is asserted, so the shortc
 leak.
 """
 import ast
+import base64
 import json
 import re
+import struct
 import sys
 import sysconfig
 import zipfile
@@ -27,14 +31,19 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from w1d1_student import registry, wire
+from w1d1_student.cell_source import check_calls
+from w1d1_student.runner import CASES_ENV
 
-from autograder.checks import judge_payload, make_cases
-from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR, available_notebooks
+from autograder.checks import case_file_data, judge_payload, make_cases
+from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR, available_notebooks
 from autograder.student_package import build
+from tests.explorer_calls import explorer_calls
 from tests.test_mutations import VARIANTS
 
 OWN_MODULES = ("w1d1_student", "w1d1_viz", "w1day1_checks")
 KERNEL = "w1d1-wheel-only"
+HOME_KERNEL = "w1d1-wheel-only-home"  # the same, drawing inline and reading W1D1_CASES as a student's would
+MAX_FIGURE_PX = 1000  # 10 inches at the inline backend's 100 dpi: no figure is shrunk in the notebook
 
 
 @pytest.fixture(scope="module")
@@ -125,36 +134,26 @@ def isolated(wheel, tmp_path_factory):
         if entry.name.startswith(OWN_MODULES) or entry.suffix == ".pth":
             continue
         (third_party / entry.name).symlink_to(entry)
-    spec = root / "jupyter" / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": KERNEL, "language": "python",
-        "env": {"PYTHONPATH": f"{unpacked}:{third_party}", "MPLBACKEND": "agg", "W1D1_CASES": "", "W1D1_GRADING": ""}}))
+    path = f"{unpacked}:{third_party}"
+    for name, env in ((KERNEL, {"PYTHONPATH": path, "MPLBACKEND": "agg", "W1D1_CASES": "", "W1D1_GRADING": ""}),
+                      (HOME_KERNEL, {"PYTHONPATH": path, "W1D1_GRADING": ""})):
+        spec = root / "jupyter" / "kernels" / name
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": name, "language": "python", "env": env}))
     work = root / "home"
     work.mkdir()
     return KERNEL, work, root / "jupyter", unpacked
 
 
-def _run(nb, isolated, monkeypatch):
-    kernel, work, jupyter_path, _ = isolated
+def _run(nb, isolated, monkeypatch, kernel=KERNEL):
+    _, work, jupyter_path, _ = isolated
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
-    monkeypatch.delenv("W1D1_CASES", raising=False)
+    if kernel == KERNEL:
+        monkeypatch.delenv("W1D1_CASES", raising=False)
     NotebookClient(nb, timeout=300, kernel_name=kernel, resources={"metadata": {"path": str(work)}},
                    allow_errors=True).execute()
-    return nb
-
-
-def _with_solutions(name):
-    """The release notebook with the solution notebook's answer cells pasted in."""
-    answers = {c.metadata["nbgrader"]["grade_id"]: c.source
-               for c in nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4).cells
-               if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if cell.cell_type == "code" and gid in answers:
-            cell.source = answers[gid]
     return nb
 
 
@@ -176,21 +175,61 @@ print(json.dumps({"path": sys.path, "files": [m.__file__ for m in (w1d1_student,
     assert nb.cells[1].outputs[0].ename == "ModuleNotFoundError"
 
 
+def png_width(data):
+    return struct.unpack(">I", base64.b64decode(data)[16:20])[0]
+
+
+def _with_probes(path):
+    """The notebook with every explorer's draw function called plainly after it, between a cell that
+    installs tests/figure_probe.py (the repo on the path for that import only) and one that prints what it saw."""
+    nb = nbformat.read(path, as_version=4)
+    calls = [call for c in nb.cells if c.cell_type == "code" for call in explorer_calls(c.source)]
+    nb.cells += [nbformat.v4.new_code_cell(f"{call}\nplt.show()", metadata={"explorer_call": call}) for call in calls]
+    probe = nbformat.v4.new_code_cell(f"import sys\nsys.path.insert(0, {str(REPO)!r})\nfrom tests import figure_probe\n"
+                                      "figure_probe.install()\nsys.path.pop(0)", metadata={"probe": 1})
+    report = nbformat.v4.new_code_cell("import json\nprint(json.dumps(figure_probe.UNLABELLED))", metadata={"probe": 1})
+    nb.cells = [probe] + nb.cells + [report]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def case_file(tmp_path_factory):
+    """The cases of seed 0 with the grader's answers: the hidden checks can be judged in the kernel too."""
+    path = tmp_path_factory.mktemp("cases") / "cases.json"
+    path.write_text(json.dumps(case_file_data(0, answers=True)), encoding="utf-8")
+    return path
+
+
 @pytest.mark.parametrize("name", available_notebooks())
-def test_release_notebook_with_solutions_runs_on_the_wheel(name, isolated, monkeypatch):
-    nb = _run(_with_solutions(name), isolated, monkeypatch)
-    passed = 0
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+def test_solution_notebook_runs_clean_on_the_wheel(name, isolated, case_file, monkeypatch):
+    monkeypatch.setenv(CASES_ENV, str(case_file))
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend draws the figures
+    nb = _run(_with_probes(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb"), isolated, monkeypatch, kernel=HOME_KERNEL)
+    unlabelled = json.loads(nb.cells[-1].outputs[0].text)
+    assert unlabelled == [], f"{name}: axes without labels: {unlabelled}"
+    public = 0
+    for i, cell in enumerate(nb.cells, start=-1):  # i: the index in the notebook, without the probe cell in front
+        if cell.cell_type != "code" or "probe" in cell.metadata:
             continue
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        assert not errors, f"{name} cell {i}: {errors[0].ename}: {errors[0].evalue}"
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if gid.startswith("test_") and not gid.endswith("__hidden"):
-            text = "".join(o.get("text", "") for o in cell.outputs)
-            assert f"✅ 公开检查通过：{gid[5:]}" in text, f"{name}: {gid}: {text[:300]}"
-            passed += 1
-    assert passed == sum(1 for g, nb_name in registry.NOTEBOOK_OF.items() if nb_name == name)
+        for out in cell.outputs:
+            assert out.output_type != "error", f"{name} cell {i}: {out.get('ename')}: {out.get('evalue')}"
+            text = out.get("text", "")
+            assert "Glyph" not in text and "missing from font" not in text, f"cell {i}: {text[:300]}"
+            assert not (out.output_type == "stream" and out.get("name") == "stderr" and "Warning" in text), text[:300]
+            if "image/png" in out.get("data", {}):
+                width = png_width(out.data["image/png"])
+                assert width <= MAX_FIGURE_PX, f"{name}: cell {i} draws a figure {width} px wide"
+        printed = "".join(o.get("text", "") for o in cell.outputs)
+        for grade_id, hidden in check_calls(cell.source):
+            kind = "隐藏检查" if hidden else "公开检查"
+            assert f"✅ {kind}通过：{grade_id}" in printed, f"{name}: {grade_id} ({kind}) did not pass"
+            public += not hidden
+    assert public == sum(1 for nb_name in registry.NOTEBOOK_OF.values() if nb_name == name)
+    for i, cell in enumerate(nb.cells, start=-1):  # the static default stands in for the widget; the plain call draws too
+        if cell.cell_type == "code" and (explorer_calls(cell.source) or "explorer_call" in cell.metadata):
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), f"{name}: cell {i} drew no figure"
+    figures = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert figures >= 1, f"{name}: no figure was drawn"
 
 
 def _grader_message(grade_id, src):

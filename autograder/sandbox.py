@@ -30,11 +30,12 @@ from pathlib import Path
 
 import zmq
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool, Integer, List, Unicode
+from traitlets import Bool, Integer, List, Unicode, default
 from w1d1_student.runner import CASES_ENV
 
 from . import cgroup_limits, no_processes, timing, zygote
 from .course import ASSIGNMENT, RELEASE_DIR
+from .kernel_messages import MAX_FRAME_BYTES, BoundedSession
 
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
@@ -372,6 +373,16 @@ class SandboxKernelManager(AsyncKernelManager):
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
         self.ip = str(runtime / f"{name}-ipc")
+
+    @default("session")
+    def _bounded_session(self):
+        return BoundedSession(parent=self)
+
+    def client(self, **kwargs):
+        """A client (sharing this manager's BoundedSession) whose sockets refuse frames over MAX_FRAME_BYTES."""
+        kc = super().client(**kwargs)
+        kc.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        return kc
 
     def _limits(self):
         return Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds)

@@ -566,6 +566,21 @@ def f9b_raw_deep_message(root):
     return folder
 
 
+# F12: one output message whose JSON costs the grader ~25x its size to decode (a list of empty lists): 12 MB
+# took ~300 MB in the grading process, ~250 MB took every student of the run down with it (kernel_messages.py)
+HUGE_MESSAGE_SOFTMAX = notebook_solution("softmax") + """
+
+_k = get_ipython().kernel
+_parent = _k.get_parent("shell") if hasattr(_k, "get_parent") else {}
+_k.session.send(_k.iopub_socket, "stream", content=b'{"name": "stdout", "text": [' + b"[]," * 4_000_000 + b"[]]}",
+                parent=_parent)
+"""
+
+
+def f12_huge_message(root):
+    return put(root, "f12_huge_msg", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=HUGE_MESSAGE_SOFTMAX))
+
+
 # --------------------------------------------------------------------------- F11: strict schema refuses what Jupyter opens
 # intake_chain.parse_notebook runs nbformat.validate and refuses the whole notebook on any schema
 # error. Jupyter (and nbformat.read) open such files with a warning. A correct notebook saved as
@@ -856,4 +871,5 @@ def z1_started_as_answer(root):
                                                    softmax=STARTED_AS_SOFTMAX))
 
 
-COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote, z1_started_as_answer]
+COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote, z1_started_as_answer,
+             f12_huge_message]

@@ -161,3 +161,12 @@ def test_an_unreadable_message_costs_only_its_cell(run, student):
     for exercise in ("self_attention", "score_diagnostics"):
         worth = sum(p for gid, p in graded_cells(rt.NB01)[0] if gid.removeprefix("test_").split("__")[0] == exercise)
         assert exercise_points(run, student, rt.NB01, exercise) == worth, exercise
+
+
+def test_a_message_too_large_to_decode_is_dropped_unread(run):
+    """f12 sends one 12 MB output whose JSON is a list of empty lists: the grader never decodes it (a note
+    stands in for it), and the student keeps every point."""
+    from autograder.kernel_messages import DROPPED
+
+    assert run.points("f12_huge_msg", rt.NB01) == full(rt.NB01)
+    assert DROPPED.strip() in run.graded_text("f12_huge_msg", rt.NB01)

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -75,7 +76,24 @@ def _worker_context():
 
 
 def _run_pool(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log):
-    """tasks: {student: feedback_only}. A worker that dies costs its own student only."""
+    """tasks: {student: feedback_only}. An exception costs its own student only. A worker that dies breaks
+    the pool: every student it left undone is graded again in a new pool, and, if that one breaks too,
+    each of them alone, so only a student whose own grading kills its worker fails."""
+    results, undone, attempts = {}, dict(tasks), ("together", "together", "alone")
+    for n, attempt in enumerate(attempts):
+        passes = [undone] if attempt == "together" else [{sid: only} for sid, only in undone.items()]
+        for batch in passes:
+            results.update(_pool_pass(ctx, work, jobs, batch, records, notebooks, case_file, sandbox, timeout, log))
+        undone = {sid: tasks[sid] for sid in undone if results[sid].get("broken")}
+        if not undone or n == len(attempts) - 1:
+            break
+        log(f"  !!! 一个评分进程意外退出：{len(undone)} 名学生{'各自单独' if attempts[n + 1] == 'alone' else ''}重新评分")
+    for sid in undone:
+        results[sid].pop("broken", None)
+    return results
+
+
+def _pool_pass(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log):
     results = {}
     if not tasks:
         return results
@@ -90,7 +108,8 @@ def _run_pool(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, ti
             try:
                 res = fut.result()
             except Exception as exc:
-                res = {"student": sid, "success": False, "error": repr(exc), "seconds": 0.0, "feedback": False}
+                res = {"student": sid, "success": False, "error": repr(exc), "seconds": 0.0, "feedback": False,
+                       "broken": isinstance(exc, BrokenProcessPool)}
             results[sid] = res
             last = (res["error"].strip().splitlines() or [""])[-1][:120]
             status = ("反馈已按成绩库更新" if tasks[sid] else "完成") if res["success"] else f"失败：{last}"

@@ -11,6 +11,7 @@ import nbformat
 import pytest
 
 from autograder.grade import CSV_HEADER, GradingError, grade
+from autograder.reports import graded_cells
 from tests import grading_class as gc
 
 # one attacker duplicates a test cell on purpose; nbformat's note about the repeated id is expected
@@ -264,3 +265,70 @@ def test_hostile_file_names_and_deep_folders_cost_nobody_anything(tmp_path):
     assert "notes\\xff.txt" in totals and "\x1b" not in totals
     (state,) = (tmp_path / "out").glob(".gen/*/state.json")
     assert "notes\\\\xff.txt" in state.read_text(encoding="utf-8")  # JSON doubles the backslash
+
+
+def _kernels_and_parents():
+    """{pid: parent pid} of every process on the machine, and the pids of kernels (command line as ipykernel's)."""
+    parents, kernels = {}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if b"ipykernel_launcher" in cmdline:
+            kernels.add(int(entry))
+    return parents, kernels
+
+
+def _kill_the_worker_of_a_slow_kernel(killed, stop, slow_after=4.0):
+    """Kill (SIGKILL) the grading worker whose kernel has run longer than `slow_after` seconds: a worker that dies."""
+    import signal
+    import time
+    from multiprocessing import forkserver
+
+    seen = {}
+    while not stop.is_set() and not killed:
+        server = forkserver._forkserver._forkserver_pid
+        parents, kernels = _kernels_and_parents()
+        now = time.monotonic()
+        for pid in kernels:
+            first = seen.setdefault(pid, now)
+            worker = pid
+            while server and parents.get(worker) not in (server, None, 0, 1):
+                worker = parents[worker]
+            if server and parents.get(worker) == server and now - first > slow_after:
+                os.kill(worker, signal.SIGKILL)
+                killed.append(worker)
+                break
+        time.sleep(0.2)
+
+
+def test_a_worker_that_dies_costs_nobody_else(tmp_path):
+    """A worker killed while it grades one student breaks the process pool; the students it left undone
+    (here all three: one place for kernels) are graded again, and everyone gets what the work earns."""
+    import threading
+
+    subs = tmp_path / "class"
+    slow = gc.solved(softmax=gc._answers()["softmax"] + "\nimport time\ntime.sleep(6)\n")
+    for name, nb in (("a_slow", slow), ("b_honest", gc.solved()), ("c_honest", gc.solved())):
+        (subs / name).mkdir(parents=True)
+        nbformat.write(nb, subs / name / f"{gc.NB}.ipynb")
+    killed, stop, log = [], threading.Event(), []
+    killer = threading.Thread(target=_kill_the_worker_of_a_slow_kernel, args=(killed, stop), daemon=True)
+    killer.start()
+    try:
+        rows = grade(subs, tmp_path / "out", jobs=1, timeout=60, seed=1, log=log.append)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no worker was killed: the test did not test anything"
+    assert any("一个评分进程意外退出" in line for line in log), log[-20:]
+    totals = {}
+    for sid, _, _, score, _ in (r for r in rows if r != CSV_HEADER):
+        totals[sid] = totals.get(sid, 0.0) + float(score or 0)
+    full = sum(p for _, p in graded_cells(gc.NB)[0])
+    assert totals == dict.fromkeys(("a_slow", "b_honest", "c_honest"), full), (totals, log[-20:])

@@ -57,7 +57,12 @@ def _any_attribute(tag, name, value):
     return name == "title"
 
 
-ATTRIBUTES = {"*": _any_attribute, "a": ["href"], "img": _image_attribute,
+def _link_attribute(tag, name, value):
+    """A link goes to a page (http, https, mailto): not to a document made of its own URL (data:)."""
+    return (name == "href" and not value.strip().lower().startswith("data:")) or _any_attribute(tag, name, value)
+
+
+ATTRIBUTES = {"*": _any_attribute, "a": _link_attribute, "img": _image_attribute,
               "td": ["align", "colspan", "rowspan"], "th": ["align", "colspan", "rowspan"]}
 _cleaner = bleach.Cleaner(tags=TAGS, attributes=ATTRIBUTES, protocols={"http", "https", "mailto", "data"},
                           strip=False, strip_comments=True, css_sanitizer=CSSSanitizer(allowed_css_properties=[]))

@@ -24,7 +24,8 @@ AT_ID = "@evil.example"  # a valid student id that a spreadsheet would still rea
 SECRET = "root:x:0:0:W1D1-SECRET-FIRST-LINE"
 MARK = "document.documentElement.dataset.pwned={}"  # no quotes: it nests in HTML and Python strings
 WRITTEN = f"""<img src=x onerror="{MARK.format(1)}"><script>{MARK.format(2)}</script>
-<svg onload="{MARK.format(3)}"></svg> [x](javascript:{MARK.format(4)}) ![y](javascript:{MARK.format(5)})"""
+<svg onload="{MARK.format(3)}"></svg> [x](javascript:{MARK.format(4)}) ![y](javascript:{MARK.format(5)})
+[w](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) <a href=" DATA:text/html,<b>x</b>">v</a>"""
 RICH = f"""
 from IPython.display import HTML, Markdown, Javascript, SVG, display
 display(HTML('<script>{MARK.format(6)}</script><img src=x onerror="{MARK.format(7)}">'))
@@ -132,7 +133,7 @@ def test_malformed_metadata_costs_only_that_student(graded):
 
 
 class LiveMarkup(HTMLParser):
-    """Script elements, event handlers, javascript: links and inline SVG after the page's <head>."""
+    """Script elements, event handlers, javascript: and data: links and inline SVG after the page's <head>."""
 
     def __init__(self):
         super().__init__()
@@ -145,7 +146,8 @@ class LiveMarkup(HTMLParser):
         if tag in ("script", "svg", "iframe", "object", "embed", "base", "meta"):
             self.found.append(tag)
         for key, value in attrs:
-            if key.startswith("on") or (value or "").strip().lower().startswith("javascript:"):
+            if key.startswith("on") or (value or "").strip().lower().startswith("javascript:") or (
+                    key == "href" and (value or "").strip().lower().startswith("data:")):
                 self.found.append(f"{tag} {key}={value}")
 
 

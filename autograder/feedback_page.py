@@ -57,9 +57,17 @@ def _any_attribute(tag, name, value):
     return name == "title"
 
 
+LINK_SCHEMES = {"http", "https", "mailto"}
+
+
 def _link_attribute(tag, name, value):
-    """A link goes to a page (http, https, mailto): not to a document made of its own URL (data:)."""
-    return (name == "href" and not value.strip().lower().startswith("data:")) or _any_attribute(tag, name, value)
+    """A link goes to a page (http, https, mailto, or one of this page's anchors): read as a browser reads it
+    (entities decoded, tabs, newlines and control characters dropped), never to data:, javascript: or the like."""
+    if name != "href":
+        return _any_attribute(tag, name, value)
+    url = re.sub(r"[\x00-\x20\x7f]", "", html.unescape(value)).lower()
+    scheme = re.match(r"([a-z][a-z0-9+.\-]*):", url)
+    return scheme is None or scheme.group(1) in LINK_SCHEMES
 
 
 ATTRIBUTES = {"*": _any_attribute, "a": _link_attribute, "img": _image_attribute,

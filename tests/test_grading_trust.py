@@ -25,7 +25,8 @@ SECRET = "root:x:0:0:W1D1-SECRET-FIRST-LINE"
 MARK = "document.documentElement.dataset.pwned={}"  # no quotes: it nests in HTML and Python strings
 WRITTEN = f"""<img src=x onerror="{MARK.format(1)}"><script>{MARK.format(2)}</script>
 <svg onload="{MARK.format(3)}"></svg> [x](javascript:{MARK.format(4)}) ![y](javascript:{MARK.format(5)})
-[w](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) <a href=" DATA:text/html,<b>x</b>">v</a>"""
+[w](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==) <a href=" DATA:text/html,<b>x</b>">v</a>
+<a href="&#100;ata:text/html,<h1>x</h1>">u</a> <a href="da&#9;ta:text/html,x">t</a>"""
 RICH = f"""
 from IPython.display import HTML, Markdown, Javascript, SVG, display
 display(HTML('<script>{MARK.format(6)}</script><img src=x onerror="{MARK.format(7)}">'))
@@ -146,8 +147,8 @@ class LiveMarkup(HTMLParser):
         if tag in ("script", "svg", "iframe", "object", "embed", "base", "meta"):
             self.found.append(tag)
         for key, value in attrs:
-            if key.startswith("on") or (value or "").strip().lower().startswith("javascript:") or (
-                    key == "href" and (value or "").strip().lower().startswith("data:")):
+            url = re.sub(r"[\x00-\x20\x7f]", "", value or "").lower()  # HTMLParser has decoded the entities
+            if key.startswith("on") or url.startswith("javascript:") or (key == "href" and url.startswith("data:")):
                 self.found.append(f"{tag} {key}={value}")
 
 

@@ -24,7 +24,8 @@ class MessageTooLarge(ValueError):
 
 
 class BoundedSession(Session):
-    """A Session that decodes no part of a message over MAX_DECODED_BYTES (its signature is still checked)."""
+    """A Session that decodes no header over MAX_HEADER_BYTES and no content or buffers over MAX_DECODED_BYTES
+    (the signature is still checked)."""
 
     def deserialize(self, msg_list, content=True, copy=True):
         sizes = [len(part) for part in msg_list[1:5]]  # bytes or zmq frames

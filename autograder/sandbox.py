@@ -379,7 +379,7 @@ class SandboxKernelManager(AsyncKernelManager):
         return BoundedSession(parent=self)
 
     def client(self, **kwargs):
-        """A client (sharing this manager's BoundedSession) whose sockets refuse frames over MAX_FRAME_BYTES."""
+        """A client (with a copy of this manager's BoundedSession) whose sockets refuse frames over MAX_FRAME_BYTES."""
         kc = super().client(**kwargs)
         kc.context.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         return kc

@@ -13,6 +13,7 @@ import pytest
 from autograder.grade import CSV_HEADER, GradingError, grade
 from autograder.reports import graded_cells
 from tests import grading_class as gc
+from tests.proc_table import processes
 
 # one attacker duplicates a test cell on purpose; nbformat's note about the repeated id is expected
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
@@ -269,19 +270,9 @@ def test_hostile_file_names_and_deep_folders_cost_nobody_anything(tmp_path):
 
 def _kernels_and_parents():
     """{pid: parent pid} of every process on the machine, and the pids of kernels (command line as ipykernel's)."""
-    parents, kernels = {}, set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-        if b"ipykernel_launcher" in cmdline:
-            kernels.add(int(entry))
-    return parents, kernels
+    table = processes()
+    return ({pid: int(fields[1]) for pid, (fields, _) in table.items()},
+            {pid for pid, (_, cmdline) in table.items() if b"ipykernel_launcher" in cmdline})
 
 
 def _kill_the_worker_of_a_slow_kernel(killed, stop, slow_after=4.0):

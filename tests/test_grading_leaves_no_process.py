@@ -7,22 +7,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.proc_table import processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _session_members(sid):
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[3]) == sid:  # the session id
-            found.append(stat[:80])
-    return found
+    return [(pid, cmdline[:80]) for pid, (fields, cmdline) in processes().items() if int(fields[3]) == sid]  # the session id
 
 
 def test_a_grading_run_leaves_no_process_behind(tmp_path):

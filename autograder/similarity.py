@@ -158,8 +158,6 @@ def _fingerprint(source, k, win_size, limit):
 _NAME_RE = re.compile(r"[^\W\d]\w*")
 _SEMICOLON_AFTER = re.compile(rb"[ \t\f]*;[ \t\f]*")
 _SEMICOLON_BEFORE = re.compile(rb";[ \t\f]*$")
-
-
 _NO_EVIDENCE = (ast.Import, ast.ImportFrom, ast.Pass)
 
 
@@ -172,7 +170,7 @@ def _pieces(tree, raw):
         starts.append(starts[-1] + len(line))
 
     def at(line, col):
-        return starts[min(line, len(starts)) - 1] + col
+        return starts[line - 1] + col
 
     def piece(start, end):
         return start, end, _shape(raw[start:end].decode("utf-8", "surrogatepass"))
@@ -496,7 +494,7 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
     long = sorted(s for s, fp in answered.items() if fp.token_coverage >= min_tokens)
     if not long or len(long) < SHORT_SHARE * len(answered):
         return [], None, too_long, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
-                                    f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
+                          f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
     left_out |= {s: f"太短：去掉导入、发布版的代码和全班共有的写法后只有 {int(fp.token_coverage)} 个可比较的记号"
                     f"（至少要 {min_tokens} 个）" for s, fp in answered.items() if fp.token_coverage < min_tokens}
     fps = [answered[s] for s in long]

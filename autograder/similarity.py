@@ -175,9 +175,7 @@ def _pieces(tree, raw):
     def piece(start, end):
         return start, end, _shape(raw[start:end].decode("utf-8", "surrogatepass"))
 
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt):
-            continue
+    for node in _statements(tree):
         if not isinstance(getattr(node, "body", None), list):
             yield (*piece(at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)),
                    isinstance(node, _NO_EVIDENCE) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))
@@ -187,6 +185,16 @@ def _pieces(tree, raw):
                 sign = raw.rfind(b"@", starts[d.lineno - 1], begin)
                 yield (*piece(sign if sign >= 0 else begin, at(d.end_lineno, d.end_col_offset)), False)
             yield (*piece(at(node.lineno, node.col_offset), at(node.body[0].lineno, node.body[0].col_offset)), False)
+
+
+def _statements(tree):
+    """Every statement of a tree, at any depth (expressions are not walked: they hold none)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += getattr(node, "body", []) + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+        todo += [s for part in getattr(node, "handlers", []) + getattr(node, "cases", []) for s in part.body]
 
 
 def stub_lines(stub):

@@ -17,7 +17,7 @@ FILES = ("report.html", "diagnoses.csv", "exercise_stats.csv", "similarity.csv")
 DIAGNOSES_HEADER = ["student_id", "notebook", "grade_id", "check", "stage", "mistake", "description", "points_lost"]
 STATS_HEADER = ["notebook", "grade_id", "max_score", "students", "mean", "full_share", "zero_share", "difficulty",
                 "discrimination", "public_pass_hidden_lost_share", "most_common_mistake"]
-SIMILARITY_HEADER = ["grade_id", "kind", "a", "b", "score"]
+SIMILARITY_HEADER = ["grade_id", "kind", "a", "b", "score", "reason"]
 
 
 def _fmt(x):

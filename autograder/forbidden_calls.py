@@ -6,11 +6,24 @@ a direct use of an API that an exercise forbids, or any reference to the checkin
 student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
 modes off), and the exercise gets 0 with a reason. It sees what is written, not what obfuscated
 code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
+
+Whose a name is (torch's or the student's) it reads only in the cells grading runs (cell_scope.grading_cells), in
+the order they run, by Python's binding rules (cell_scope's): a star import of torch binds only the names its module
+exports, and only until the student binds them again; a cell grading never runs (a scratch cell) tells nothing.
 """
 import ast
+import collections
 import functools
+import sys
 
-from w1d1_student.cell_scope import copy_of
+from w1d1_student.cell_scope import (
+    bound_names,
+    copy_of,
+    grading_cells,
+    local_names,
+    parse_in_namespace,
+    python_in_namespace,
+)
 from w1d1_student.cell_source import tree as _tree
 
 # grade_id -> [(part of a torch name, how the course calls that API)]: every torch name holding the part
@@ -102,30 +115,30 @@ def _is_torch(module):
 
 
 def torch_bindings(trees):
-    """(names bound to torch or a part of it, whether `from torch… import *` occurs) over the given cells:
-    imported (`torch`, `F`, `nn`, …) or assigned from such a name (`G = F`)."""
-    bound, star, assigns = set(), False, []
+    """Names bound to torch or a part of it over the given cells: imported (`torch`, `F`, `nn`, …) or assigned
+    from such a name (`G = F`)."""
+    bound, assigns = set(), []
     for node in (n for tree in trees for n in ast.walk(tree)):
         if isinstance(node, ast.Import):
             bound |= {(a.asname or a.name).split(".")[0] for a in node.names if _is_torch(a.name)}
         elif isinstance(node, ast.ImportFrom) and _is_torch(node.module):
-            bound |= {a.asname or a.name for a in node.names}
-            star = star or any(a.name == "*" for a in node.names)
+            bound |= {a.asname or a.name for a in node.names if a.name != "*"}
         elif isinstance(node, ast.Assign):
             assigns.append(node)
     while True:
         more = {t.id for n in assigns if _reaches_torch(n.value, bound) for t in n.targets if isinstance(t, ast.Name)}
         if more <= bound:
-            return bound, star
+            return bound
         bound |= more
 
 
-def _reaches_torch(node, bound):
-    """Whether an attribute chain starts from torch: a bound name, or an import made on the spot."""
+def _reaches_torch(node, bound, star=lambda name: False):
+    """Whether an attribute chain starts from torch: a bound name, a name `star(name)` says a star import of
+    torch may have bound, or an import made on the spot."""
     while isinstance(node, ast.Attribute):
         node = node.value
     if isinstance(node, ast.Name):
-        return node.id in bound
+        return node.id in bound or star(node.id)
     if isinstance(node, ast.Call):
         called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
         return called in ("__import__", "import_module")
@@ -154,49 +167,173 @@ def own_names(trees):
     return own
 
 
-def notebook_context(trees):
-    """What the check needs to know of the whole notebook: names bound to torch (the setup cell's `torch`,
-    `nn`, `F` count in every answer cell), whether torch is star-imported, and the student's own names."""
-    return (*torch_bindings(trees), own_names(trees))
+def _sure(statement):
+    """The names a top-level statement binds whatever happens: a def, a class, an import, an assignment's targets
+    (not a walrus inside it, not what a block may bind)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"}
+    targets = statement.targets if isinstance(statement, ast.Assign) else (
+        [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and getattr(statement, "value", None)
+        else [])
+    names = set()
+    while targets:
+        t = targets.pop()
+        if isinstance(t, ast.Name):
+            names.add(t.id)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            targets += t.elts
+        elif isinstance(t, ast.Starred):
+            targets.append(t.value)
+    return names
+
+
+def _stars(statement):
+    """The torch modules a statement star-imports (`from torch.nn import *`), itself or in code it holds in a string."""
+    found = [n.module for n in ast.walk(statement) if isinstance(n, ast.ImportFrom) and _is_torch(n.module)
+             and any(a.name == "*" for a in n.names)]
+    for _, text in _strings(statement):
+        inner = _parsed(text, None)
+        found += [m for s in (inner.body if inner else []) for m in _stars(s)]
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=None)
+def _star_names(module):
+    """The names `from module import *` binds, as torch itself has them (`__all__`, else the public names), for a
+    module torch loads when imported; None for any other (no module a student names is imported here). torch is
+    imported here only when a star import of it decides whether a name is the student's."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    loaded = sys.modules.get(module)
+    if loaded is None:
+        return None
+    names = getattr(loaded, "__all__", None)
+    names = [n for n in vars(loaded) if not n.startswith("_")] if names is None else names
+    return frozenset(n for n in names if isinstance(n, str))
+
+
+def _star_binds(module, name):
+    names = _star_names(module)
+    return names is None or name in names
+
+
+class Context:
+    """What the check knows of the cells that run while grading (cell_scope.grading_cells), read in the order they
+    run: names bound to torch, the student's names (functions, parameters, attributes: `self.x` is the student's
+    when `x` is), the names the cells bind in the notebook's namespace (cell_scope.bound_names), and for each
+    top-level statement the names it binds for certain and the torch modules it star-imports."""
+
+    def __init__(self, sources):
+        trees = [parse_in_namespace(s) for s in sources]
+        self.bound = torch_bindings([t for t in trees if t is not None])
+        self.own = own_names([t for t in trees if t is not None])
+        self.names = set().union(*map(bound_names, sources))
+        self.steps, self.starts = [], []
+        for source, tree in zip(sources, trees):
+            self.starts.append((len(self.steps), python_in_namespace(source) != source))
+            self.steps += [(_sure(s), _stars(s)) for s in (tree.body if tree else [])]
+
+    def at(self, k):
+        """(index of the first step, whether its statements are not those of the steps) of the k-th cell, or the end
+        (a cell that does not run)."""
+        return self.starts[k] if k is not None else (len(self.steps), True)
+
+    def star_binds(self, name, step, later):
+        """Whether a star import of torch may have bound `name` where a statement at `step` reads it, by Python's
+        rules: the last statement before that binds it decides, a statement that may not run (a block) decides
+        nothing; `later`: the read runs at any time after its statement (a function body), so any later star
+        import counts too."""
+        steps = self.steps
+        window = steps[step:] if later else steps[step:step + 1]
+        if any(_star_binds(m, name) for _, stars in window for m in stars):
+            return True
+        if later and step < len(steps) and name in steps[step][0]:
+            return False
+        for sure, stars in reversed(steps[:step]):
+            if any(_star_binds(m, name) for m in stars):
+                return True
+            if name in sure:
+                return False
+        return False
+
+    def may_be_torch(self, name, step, later):
+        """Whether a global name read at `step` may be torch's rather than the student's: bound to torch, bound
+        by no cell that runs (star-imported, or nothing), or star-imported after the student's binding."""
+        return name in self.bound or name not in self.names or self.star_binds(name, step, later)
+
+
+def _scoped(statement):
+    """(node, names local to where it runs, whether it runs after its statement) for each node of a statement,
+    in the order of ast.walk: a function's or lambda's body runs when called and its own names are local
+    (cell_scope.local_names); its decorators, defaults and annotations run where it stands; a class body reads
+    what its earlier statements bound (its methods do not)."""
+    todo = collections.deque([(statement, frozenset(), frozenset(), False)])
+    while todo:
+        node, local, functions, later = todo.popleft()  # functions: the enclosing functions' names
+        yield node, local, later
+        body = getattr(node, "body", [])
+        body = {id(n) for n in (body if isinstance(body, list) else [body])}
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inner = functions | local_names(node)
+            todo += [(c, inner, inner, True) if id(c) in body else (c, local, functions, later)
+                     for c in ast.iter_child_nodes(node)]
+        elif isinstance(node, ast.ClassDef):
+            seen = set(local)
+            for c in ast.iter_child_nodes(node):
+                todo.append((c, frozenset(seen), functions, later) if id(c) in body else (c, local, functions, later))
+                seen |= _sure(c) if id(c) in body else set()
+        else:
+            todo += [(c, local, functions, later) for c in ast.iter_child_nodes(node)]
 
 
 @functools.lru_cache(maxsize=16)
 def _context_of(sources):
-    """notebook_context() of a notebook's code cells, by their sources: every exercise of a notebook
-    reads the same one (only read, never changed)."""
-    return notebook_context([t for t in map(_tree, sources) if t is not None])
+    """Context() of the cells of a notebook that run while grading, by their sources: every exercise of a
+    notebook reads the same one (only read, never changed)."""
+    return Context(sources)
 
 
-def forbidden_uses(source, grade_id, context=None, ipython=True):
+def forbidden_uses(source, grade_id, context=None, ipython=True, at=None):
     """[(line, api)] for each direct use in a cell of an API that exercise `grade_id` forbids: a torch name
     holding one of its parts (imported from torch, or an attribute or name that is not one the student
     defined: `F.…`, `nn_.…` however `nn_` was bound, `__import__("torch").…`), an identifier written as a
     string, or code held in a string (a `%%time` body). The student's own function of the same name
-    (`self.…`, `super().…`, `type(self).…`) is not one unless it is reached from torch.
-    `context`: notebook_context() of the notebook (default: this cell's)."""
+    (`self.…`, `super().…`, `type(self).…`) is not one unless it is reached from torch; a name the student
+    binds is the student's unless, by Python's rules, a star import of torch rebinds it before it is read.
+    `context`: Context() of the cells that run (default: this cell alone); `at`: Context.at() of this cell."""
     apis = FORBIDDEN_APIS.get(grade_id)
     tree = _parsed(source, ipython) if apis else None
     if tree is None:
         return []
-    bound, star, own = context if context is not None else notebook_context([tree])
+    if context is None:
+        context, at = Context((source,)), (0, python_in_namespace(source) != source)
+    start, whole = at if at is not None else context.at(None)
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and _is_torch(node.module):
-            names = [node.module] + [a.name for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names if _is_torch(a.name)]
-        elif isinstance(node, ast.Attribute):
-            names = [node.attr] if node.attr not in own or _reaches_torch(node.value, bound) else []
-        elif isinstance(node, ast.Name):
-            names = [node.id] if node.id not in own or star else []
-        else:
-            names = []
-        found += [(getattr(node, "lineno", 0), api) for api in map(lambda n: _forbidden(n, apis), names) if api]
-    for line, text in _strings(tree):
-        if text.isidentifier():
-            found += [(line, api) for api in [_forbidden(text, apis)] if api]
-        else:
-            found += [(line, api) for _, api in forbidden_uses(text, grade_id, (bound, star, own), ipython=None)[:1]]
+    for k, statement in enumerate(tree.body):
+        step = start if whole else start + k
+        for node, local, later in _scoped(statement):
+            later = later or whole
+            if isinstance(node, ast.ImportFrom) and _is_torch(node.module):
+                names = [node.module] + [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if _is_torch(a.name)]
+            elif isinstance(node, ast.Attribute) and _forbidden(node.attr, apis):
+                names = [node.attr] if node.attr not in context.own or _reaches_torch(
+                    node.value, context.bound, lambda name: name not in local and context.star_binds(name, step, later)) else []
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and _forbidden(node.id, apis):
+                names = [node.id] if node.id not in local and context.may_be_torch(node.id, step, later) else []
+            else:
+                names = []
+            found += [(getattr(node, "lineno", 0), api) for api in map(lambda n: _forbidden(n, apis), names) if api]
+        for line, text in _strings(statement):
+            if text.isidentifier():
+                found += [(line, api) for api in [_forbidden(text, apis)] if api]
+            else:
+                found += [(line, api) for _, api in forbidden_uses(text, grade_id, context, None, (step, True))[:1]]
     return found
 
 
@@ -221,11 +358,13 @@ def answer_problems(nb, grade_id):
     defined in one cell serves the others); a forbidden API costs the exercise that forbids it in any
     answer cell of the notebook (every one runs while grading)."""
     problems = []
-    context = _context_of(tuple(c.source for c in nb.cells if c.cell_type == "code"))
+    run = sorted(grading_cells(nb))  # the cells grading runs, in order: no other cell tells what a name is
+    context = _context_of(tuple(nb.cells[i].source for i in run))
+    order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     for cell in _answer_cells(nb):
         for line, what in machinery_uses(cell.source)[:1]:  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
-        for line, api in forbidden_uses(cell.source, grade_id, context)[:1]:
+        for line, api in forbidden_uses(cell.source, grade_id, context, at=context.at(order.get(id(cell))))[:1]:
             problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")
     return problems

@@ -190,10 +190,19 @@ def _notes(data):
             f"<table><tr><th>说明</th><th class=num>学生数</th></tr>{rows}</table>{more}")
 
 
+def _by_reason(why_by_student):
+    out = {}
+    for student, why in why_by_student.items():
+        out.setdefault(why, []).append(student)
+    return out
+
+
 def _similarity(data, comparison):
     if comparison is None:
         return "<h2>6. 看起来相似的答案</h2><p>没有比较。</p>"
-    compared = "、".join(f"<code>{esc(g)}</code>（{n} 份）" for g, n in comparison.compared.items()) or "无"
+    compared = "、".join(f"<code>{esc(g)}</code>（{n} 份" + (f"；另有 {len(comparison.left_out[g])} 份没有比较，见下"
+                                                          if comparison.left_out.get(g) else "") + "）"
+                        for g, n in comparison.compared.items()) or "无"
     skipped = "".join(f"<li><code>{esc(g)}</code>：{esc(why)}</li>" for g, why in comparison.skipped.items())
     parts = ["<h2>6. 看起来相似的答案（待复核）</h2>",
              f"<p>仅供复核，<b>不改变任何分数</b>。用 copydetect（MOSS 式的 token 指纹 winnowing，变量名统一替换后比较；"
@@ -203,10 +212,10 @@ def _similarity(data, comparison):
              f"把抄来的答案撑长，也藏不住）。比较了：{compared}。</p>"]
     if skipped:
         parts.append(f"<p>没有比较：</p><ul>{skipped}</ul>")
-    too_long = "".join(f"<li><code>{esc(g)}</code>：{'、'.join(esc(safe(s)) for s in ids)}</li>"
-                       for g, ids in comparison.too_long.items())
-    if too_long:
-        parts.append(f"<p><b>答案太长、没有比较</b>（超过 {comparison.max_chars} 个字符；请人工查看）：</p><ul>{too_long}</ul>")
+    left_out = "".join(f"<li><code>{esc(g)}</code>：{'、'.join(esc(safe(s)) for s in sorted(who))}（{esc(why)}）</li>"
+                       for g, by in sorted(comparison.left_out.items()) for why, who in _by_reason(by).items())
+    if left_out:
+        parts.append(f"<p><b>没有比较的答案</b>（similarity.csv 里 kind 为 not_compared 的行）：</p><ul>{left_out}</ul>")
     if not comparison.pairs:
         parts.append("<p>没有超过阈值的一对。</p>")
     if len(comparison.pairs) > MAX_PAIRS_SHOWN:

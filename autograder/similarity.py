@@ -16,11 +16,13 @@ What is never evidence of copying, and is taken out of every answer before compa
 An answer is compared with what it uses from the student's other answer cells of the notebook (`with_helpers`: a
 base class or helper moved into another exercise's cell comes along), and string literals holding code that defines
 a function or class (what `exec` would run) are fingerprinted as code.
-An answer longer than MAX_CHARS is not compared at all and is listed in `too_long` (the page names it): a cut would
-let a long comment or dead code in front of a copy push the copy out of sight.
+An answer longer than MAX_CHARS is not compared at all: a cut would let a long comment or dead code in front of a
+copy push the copy out of sight.
 What is left must be long enough to tell answers apart: an answer with fewer than MIN_TOKENS fingerprinted
 characters of filtered code (copydetect's `token_coverage`) is not compared (short answers converge), and an
-exercise where (nearly) every answer is that short is listed in `skipped` with the reason.
+exercise where (nearly) every answer is that short is listed in `skipped` with the reason. Every answer of a compared
+exercise that is not compared (too long, too short, empty, nothing left but release code), and every answer too long
+to compare, is listed in `left_out` with the reason: the page and similarity.csv (kind "not_compared") name it.
 
 Score of two students: min of the two directional overlaps (overlap / token_coverage of each), so both answers
 must be mostly the same code: a short answer whose lines also occur in a long one (the standard lines of an
@@ -33,9 +35,13 @@ reference (the companion script, the release notebook's code) is much longer tha
 functions and classes (long enough on their own) are compared one by one too, and the highest share counts: a
 copied function wrapped in a loop of the student's own is still found.
 
-Before fingerprinting, an answer loses its import lines and every line shaped like one of the release cell's
-code lines (names -> V: its signatures, even with parameters renamed, `super().__init__()`); these are lines
-shorter than k that would otherwise pad every answer's share with what everyone writes.
+Before fingerprinting, an answer loses what is no evidence (import statements, `pass`, constants standing alone:
+docstrings, `0;`) and every statement shaped like one of the release cell's (names -> V: its def and class lines,
+even with parameters renamed, `super().__init__()`); these are statements shorter than k that would otherwise pad
+every answer's share with what everyone writes, or break the k-grams of a copy. Both are read on the syntax tree,
+never on physical lines: `import math; x = 1` keeps `x = 1` (issue 36: `import math; ` in front of every statement of
+a copy took the copy away with its imports), an import inside a block or a function goes too, a cell with magics is
+read as IPython runs it, and code that is not Python (it does not run) is compared as written.
 
 Settings, measured by bench/similarity_settings.py on the mutation tables' answers (measured with copydetect's
 salted hash(), which made scores vary by about ±0.02 between processes; k-grams are now hashed with blake2b,
@@ -60,7 +66,8 @@ Not caught: a copy of a reference padded with a few lines of one's own (a refere
 share only, and the planted companion copy's 0.69 lies close to THRESHOLD), a copy left in a cell of an exercise
 that is not compared (too short, or numerical_gradient) and used from there in ways the helper lookup does not
 follow (attribute access on another object, `getattr` with a computed name), a copy of the companion's backward
-rewritten to batched axes (0.27, as honest answers are), a
+rewritten to batched axes (0.27, as honest answers are), a copy with other no-op code in front of every statement
+(`x = x; `, `if 1: `: each breaks the k-grams around it), a
 padded copy that is also edited until less than CONTAINED of the original survives, and code built at run time
 (an encoded string decoded before `exec`: only literal code is read).
 """
@@ -98,9 +105,9 @@ MIN_TOKENS = 90        # fingerprinted characters an answer needs (after boilerp
 SHORT_SHARE = 0.2      # an exercise where fewer than this share of the answers is long enough is not compared
 COMMON_SHARE = 0.4     # a fingerprint in at least this share of an exercise's answers ...
 COMMON_MIN = 8         # ... and in at least this many of them is the class's common code, not evidence
-MAX_CHARS = 100_000    # an answer's source longer than this is not compared, and listed as such (`too_long`)
+MAX_CHARS = 100_000    # an answer's source longer than this is not compared, and listed as such (`left_out`)
 MAX_REFERENCE_CHARS = 400_000
-ROW_FIELDS = ("grade_id", "kind", "a", "b", "score")
+ROW_FIELDS = ("grade_id", "kind", "a", "b", "score", "reason")
 _NAME = "answer.py"    # copydetect picks the lexer from a file name; with language="python" it never logs
 
 
@@ -120,16 +127,19 @@ class Comparison:
     pairs: list = field(default_factory=list)       # [Pair], highest score first
     compared: dict = field(default_factory=dict)    # {grade_id: number of answers compared}
     skipped: dict = field(default_factory=dict)     # {grade_id: why it was not compared (Chinese)}
-    too_long: dict = field(default_factory=dict)    # {grade_id: [student ids whose answer exceeds MAX_CHARS]}
+    left_out: dict = field(default_factory=dict)    # {grade_id: {student: why that answer was not compared}}
     threshold: float = THRESHOLD
     contained: float = CONTAINED
-    max_chars: int = MAX_CHARS
     k: int = K
     win_size: int = WIN_SIZE
 
     def rows(self):
-        """CSV rows in ROW_FIELDS order: grade_id, kind, a, b, score (3 decimals)."""
-        return [(p.grade_id, p.kind, p.a, p.b, f"{p.score:.3f}") for p in self.pairs]
+        """CSV rows in ROW_FIELDS order: the pairs (score with 3 decimals), then a row of kind "not_compared" for
+        each exercise not compared (a empty) and each answer not compared, with the reason."""
+        return ([(p.grade_id, p.kind, p.a, p.b, f"{p.score:.3f}", "") for p in self.pairs]
+                + [(gid, "not_compared", "", "", "", why) for gid, why in sorted(self.skipped.items())]
+                + [(gid, "not_compared", s, "", "", why) for gid, by in sorted(self.left_out.items())
+                   for s, why in sorted(by.items())])
 
 
 def _fingerprint(source, k, win_size, limit):
@@ -146,42 +156,91 @@ def _fingerprint(source, k, win_size, limit):
 
 
 _NAME_RE = re.compile(r"[^\W\d]\w*")
-_IMPORT = re.compile(r"\s*(import\s|from\s+[\w.]+\s+import\s)")
+_SEMICOLON_AFTER = re.compile(rb"[ \t\f]*;[ \t\f]*")
+_SEMICOLON_BEFORE = re.compile(rb";[ \t\f]*$")
+_NO_EVIDENCE = (ast.Import, ast.ImportFrom, ast.Pass)
+
+
+def _pieces(tree, raw):
+    """(start, end, shape, whether it is no evidence at all) in `raw` (the parsed code's UTF-8 bytes) of each part of
+    the code a student writes as it stands: every simple statement at any depth, each decorator, and each def or
+    class line up to its body. No evidence: an import, `pass`, a constant by itself (a docstring, `0;`)."""
+    starts = [0]
+    for line in raw.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def at(line, col):
+        return starts[line - 1] + col
+
+    def piece(start, end):
+        return start, end, _shape(raw[start:end].decode("utf-8", "surrogatepass"))
+
+    for node in _statements(tree):
+        if not isinstance(getattr(node, "body", None), list):
+            yield (*piece(at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)),
+                   isinstance(node, _NO_EVIDENCE) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for d in node.decorator_list:
+                begin = at(d.lineno, d.col_offset)
+                sign = raw.rfind(b"@", starts[d.lineno - 1], begin)
+                yield (*piece(sign if sign >= 0 else begin, at(d.end_lineno, d.end_col_offset)), False)
+            yield (*piece(at(node.lineno, node.col_offset), at(node.body[0].lineno, node.body[0].col_offset)), False)
+
+
+def _statements(tree):
+    """Every statement of a tree, at any depth (expressions are not walked: they hold none)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        todo += getattr(node, "body", []) + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+        todo += [s for part in getattr(node, "handlers", []) + getattr(node, "cases", []) for s in part.body]
 
 
 def stub_lines(stub):
-    """The code lines of a release cell a student keeps as they are (signature lines, decorators, imports,
-    `super().__init__()`, `raise NotImplementedError()`), stripped; not its docstrings (filtered to one S anyway)."""
-    try:
-        tree = ast.parse(stub or "")
-    except (SyntaxError, ValueError):
+    """The shapes of the parts of a release cell a student keeps as they are (def and class lines, decorators,
+    imports, `super().__init__()`, `raise NotImplementedError()`; not its docstrings, filtered to one S anyway)."""
+    code, tree = _python(stub or "")
+    if tree is None:
         return set()
-    lines = (stub or "").splitlines()
-    keep = set()
-
-    def visit(body):
-        for node in body:
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                keep.update(range(first, node.body[0].lineno))
-                visit(node.body)
-            else:
-                keep.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    visit(tree.body)
-    return {_shape(lines[i - 1]) for i in keep if 0 < i <= len(lines) and lines[i - 1].strip()}
+    return {shape for _, _, shape, none in _pieces(tree, code.encode("utf-8", "surrogatepass")) if shape and not none}
 
 
-def _shape(line):
-    """A line with every name but the keywords replaced by V and no blanks (what the filter would make of it)."""
-    return re.sub(r"\s+", "", _NAME_RE.sub(lambda m: m.group() if keyword.iskeyword(m.group()) else "V", line))
+def _shape(text):
+    """Code with its comments gone, every name but the keywords replaced by V and no blanks (what the filter would
+    make of it)."""
+    text = re.sub(r"#[^\n]*", "", text)
+    return re.sub(r"\s+", "", _NAME_RE.sub(lambda m: m.group() if keyword.iskeyword(m.group()) else "V", text))
 
 
-def _code_in_strings(source):
-    """The string literals of `source` that are code defining a function or class (what `exec` would run):
-    the filter would make each one token, S."""
+def _python(source):
+    """(the code a cell runs, its syntax tree): the source, or what IPython makes of it (`%%time` and other
+    magics); (source, None) when that is not Python either (it does not run)."""
     tree = _parsed(source)
+    if tree is not None:
+        return source, tree
+    code = _ipython_code(source)
+    tree = _parsed(code) if code is not None else None
+    return (source, None) if tree is None else (code, tree)
+
+
+@functools.cache
+def _transformer():
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager()
+
+
+def _ipython_code(source):
+    try:
+        return _transformer().transform_cell(source)
+    except Exception:  # not IPython's either (or no IPython): it is compared as written
+        return None
+
+
+def _code_in_strings(tree):
+    """The string literals of a parsed code that are code defining a function or class (what `exec` would run):
+    the filter would make each one token, S."""
     out = []
     for node in ast.walk(tree) if tree else ():
         value = node.value if isinstance(node, ast.Constant) else None
@@ -195,11 +254,33 @@ def _code_in_strings(source):
     return out
 
 
+def _without_common(code, tree, unavoidable):
+    """`code` without what is no evidence (imports, `pass`, constants by themselves) and the parts shaped like the
+    release cell's (`_pieces`), read on its syntax tree: `import math; x = 1` keeps `x = 1`, an import inside a block
+    or a function goes too; code that is not Python is kept as written."""
+    if tree is None:
+        return code
+    raw = code.encode("utf-8", "surrogatepass")
+    cuts = []
+    for start, end, shape, none in _pieces(tree, raw):
+        if not (none or shape in unavoidable):
+            continue
+        after = _SEMICOLON_AFTER.match(raw, end)
+        before = _SEMICOLON_BEFORE.search(raw, raw.rfind(b"\n", 0, start) + 1, start)
+        cuts.append((before.start() if before and not after else start, after.end() if after else end))
+    kept, done = [], 0
+    for start, end in sorted(cuts):
+        kept.append(raw[done:max(start, done)])
+        done = max(done, end)
+    kept.append(raw[done:])
+    return b"".join(kept).decode("utf-8", "surrogatepass")
+
+
 def _answer_code(source, unavoidable):
-    """The answer without the lines every student has (import lines and the lines shaped like the release
-    cell's own code lines: its signatures with parameters renamed too), and with the code its strings hold."""
-    return "\n".join(line for line in "\n\n".join([source, *_code_in_strings(source)]).splitlines()
-                     if not _IMPORT.match(line) and _shape(line) not in unavoidable)
+    """The answer without what every student writes (`_without_common`), and with the code its strings hold."""
+    code, tree = _python(source)
+    return "\n\n".join([_without_common(code, tree, unavoidable),
+                         *(_without_common(text, _parsed(text), unavoidable) for text in _code_in_strings(tree))])
 
 
 @functools.lru_cache(maxsize=128)  # reuse within one student; bounded memory for a class of long answers
@@ -305,7 +386,7 @@ def _kgram_hashes(source, k):
 
 def _release(stub, k):
     """(every k-gram hash of the release cell, its code lines) for one exercise."""
-    return (_kgram_hashes("\n\n".join([stub, *_code_in_strings(stub)]), k) if stub else set()), stub_lines(stub)
+    return (_kgram_hashes("\n\n".join([stub, *_code_in_strings(_python(stub)[1])]), k) if stub else set()), stub_lines(stub)
 
 
 def _answer_fingerprint(source, release, k, win_size):
@@ -388,15 +469,21 @@ def _common_hashes(fps):
     return {h for h, c in counts.items() if c >= need}
 
 
+TOO_LONG = f"超过 {MAX_CHARS} 个字符，不截断也不比较：请人工查看"
+EMPTY = "空的"
+NOTHING_LEFT = "去掉导入语句和发布版的代码后没有可比较的代码"
+
+
 def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens, k, win_size):
-    """(pairs, number compared or None, students whose answer is too long to compare, None or why the exercise
-    was not compared) for one exercise."""
+    """(pairs, number compared or None, {student: why their answer was not compared}, None or why the exercise was
+    not compared) for one exercise. An exercise not compared lists only its answers too long to compare (the
+    exercise's reason covers the rest)."""
     release = _release(stub, k)
     stub_hashes = release[0]
-    answered, seen, too_long = {}, {}, []
+    answered, seen, left_out = {}, {}, {}
     for student, source in answers.items():
         if isinstance(source, str) and len(source) > MAX_CHARS:  # never cut: what lies past a cut would hide
-            too_long.append(student)
+            left_out[student] = TOO_LONG
             continue
         key = source if isinstance(source, str) else None
         if key not in seen:                 # identical answers (copies, untouched stubs) are fingerprinted once
@@ -404,6 +491,9 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
         fp = seen[key]
         if fp is not None and fp.token_coverage > 0:
             answered[student] = fp
+        else:
+            left_out[student] = EMPTY if not isinstance(source, str) or not source.strip() else NOTHING_LEFT
+    too_long = {s: why for s, why in left_out.items() if why == TOO_LONG}
     if not answered:
         return [], None, too_long, "没有可比较的答案：都是空的、只有发布版的代码，或无法分词"
     common = _common_hashes(list(answered.values()))
@@ -413,6 +503,8 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
     if not long or len(long) < SHORT_SHARE * len(answered):
         return [], None, too_long, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
                           f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
+    left_out |= {s: f"太短：去掉导入、发布版的代码和全班共有的写法后只有 {int(fp.token_coverage)} 个可比较的记号"
+                    f"（至少要 {min_tokens} 个）" for s, fp in answered.items() if fp.token_coverage < min_tokens}
     fps = [answered[s] for s in long]
     pairs = []
     occ = _shared_occurrences(fps)
@@ -446,7 +538,7 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
             if sa >= threshold:
                 pairs.append(Pair(grade_id, s, label, sa, answers[s], _excerpt(ref_source[:MAX_REFERENCE_CHARS], slices),
                                   "reference"))
-    return pairs, len(long), too_long, None
+    return pairs, len(long), left_out, None
 
 
 def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens=MIN_TOKENS, k=K, win_size=WIN_SIZE):
@@ -455,8 +547,8 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
     answers:     {grade_id: {student_id: source of the student's answer cell(s)}}; untrusted text, only tokenised
     boilerplate: {grade_id: the release's own cell source for the exercise}
     references:  {label: source} of code students can see; every compared answer is checked against each
-    Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why;
-    the answers too long to compare, by exercise.
+    Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why:
+    each exercise, and each answer of an exercise compared (and any answer too long to compare).
     """
     refs = {}
     for label, source in (references or {}).items():
@@ -465,11 +557,11 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
             refs[str(label)] = (source, fp)
     result = Comparison(threshold=threshold, k=k, win_size=win_size)
     for grade_id, by_student in answers.items():
-        pairs, n, too_long, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
-                                          refs, threshold, min_tokens, k, win_size)
+        pairs, n, left_out, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
+                                                    refs, threshold, min_tokens, k, win_size)
         result.pairs += pairs
-        if too_long:
-            result.too_long[grade_id] = sorted(too_long)
+        if left_out:
+            result.left_out[grade_id] = left_out
         if why is None:
             result.compared[grade_id] = n
         else:

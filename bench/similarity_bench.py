@@ -67,7 +67,9 @@ def main():
     result = similarity.compare(answers, {g: st[g] for g in answers}, refs)
     took = time.perf_counter() - t
     found = {(p.grade_id, p.a, p.b) for p in result.pairs}
-    print(f"{n} students × {len(answers)} exercises: {took:.2f} s; compared {result.compared}; skipped {result.skipped}")
+    left_out = {gid: len(who) for gid, who in result.left_out.items()}
+    print(f"{n} students × {len(answers)} exercises: {took:.2f} s; compared {result.compared}; skipped {result.skipped}; "
+          f"answers not compared {left_out}")
     print(f"{len(result.pairs)} pairs ≥ {result.threshold}; planted copies found: {sum(p in found for p in planted)}/{len(planted)}")
 
 

@@ -141,3 +141,103 @@ def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebo
         assert len(problems) == 1 and "评分检查机制" in problems[0] and "self_attention" in problems[0], problems
     clean = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": "y = 1"})
     assert forbidden_calls.answer_problems(clean, "softmax") == []
+
+
+# ---------------------------------------------------------------- issue 36 §3: star imports, read as Python binds names
+
+def _solution_with(grade_id, src, scratch, where):
+    """The real notebook with `src` in the answer cell and a cell of the student's own (no metadata: grading never
+    runs it) at `where`: "end", or "before" the answer cell."""
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{registry.NOTEBOOK_OF[grade_id]}.ipynb", as_version=4)
+    answer = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    if src is not None:
+        nb.cells[answer].source = src
+    nb.cells.insert(len(nb.cells) if where == "end" else answer, nbformat.v4.new_code_cell(scratch))
+    return nb
+
+
+def _scratch():
+    for gid, table in VARIANTS.items():
+        for i, scratch in enumerate(table.get("scratch", [])):
+            for j, src in enumerate([None, *table["correct"]]):
+                for where in ("end", "before"):
+                    yield pytest.param(gid, src, scratch, where, id=f"{gid}-scratch{i}-{j}-{where}")
+
+
+@pytest.mark.parametrize("grade_id,src,scratch,where", list(_scratch()))
+def test_a_cell_grading_does_not_run_gives_the_static_check_no_context(grade_id, src, scratch, where):
+    """Issue 36 §3: `from torch.nn import *` in a scratch cell made `super(MultiHeadAttention, self)` a use of
+    nn.MultiheadAttention (15 -> 3 points)."""
+    assert forbidden_calls.answer_problems(_solution_with(grade_id, src, scratch, where), grade_id) == []
+
+
+def _graded(*cells):
+    """A notebook as grading runs it: a locked setup cell, then (grade_id, source) answer cells in this order."""
+    setup = nbformat.v4.new_code_cell("import math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F")
+    setup.metadata["nbgrader"] = {"solution": False, "grade": False, "grade_id": "setup", "locked": True}
+    nb = _notebook({})
+    nb.cells.append(setup)
+    for gid, src in cells:
+        nb.cells += _notebook({gid: src}).cells
+    return nb
+
+
+OWN_SDPA = "def scaled_dot_product_attention(q, k, v):\n    return torch.softmax(q @ k.mT, -1) @ v\n"
+USES_SDPA = "class MultiHeadAttention:\n    def forward(self, q, k, v):\n        return scaled_dot_product_attention(q, k, v)\n"
+
+
+@pytest.mark.parametrize("cells,what", [
+    # the student's helper rebound by a later star import: Python reads torch's from there on
+    ([("mha", OWN_SDPA + "from torch.nn.functional import *\ny = scaled_dot_product_attention(1, 2, 3)")],
+     "F.scaled_dot_product_attention"),
+    ([("mha", OWN_SDPA + "from torch.nn.functional import *\n" + USES_SDPA)], "F.scaled_dot_product_attention"),
+    ([("split_merge_heads", OWN_SDPA), ("mha", "from torch.nn.functional import *\n" + USES_SDPA)],
+     "F.scaled_dot_product_attention"),
+    ([("mha", OWN_SDPA + USES_SDPA), ("split_merge_heads", "from torch.nn.functional import *")],
+     "F.scaled_dot_product_attention"),     # the method runs after the star import too
+    ([("mha", OWN_SDPA + "if True:\n    from torch.nn.functional import *\n" + USES_SDPA)], "F.scaled_dot_product_attention"),
+    ([("mha", OWN_SDPA + "exec('from torch.nn.functional import *')\n" + USES_SDPA)], "F.scaled_dot_product_attention"),
+    ([("mha", "%%time\n" + OWN_SDPA + "from torch.nn.functional import *\n" + USES_SDPA)], "F.scaled_dot_product_attention"),
+    # a name bound only by the star import; a module it binds (`functional`), however the student names the function
+    ([("mha", "from torch.nn.functional import *\nclass M:\n    def f(self, q):\n        return scaled_dot_product_attention(q, q, q)")],
+     "F.scaled_dot_product_attention"),
+    ([("mha", OWN_SDPA + "from torch.nn import *\nclass M:\n    def f(self, q):\n"
+              "        return functional.scaled_dot_product_attention(q, q, q)")], "F.scaled_dot_product_attention"),
+    ([("mha", "class MultiheadAttention:\n    pass\n\nfrom torch.nn import *\nm = MultiheadAttention(4, 2)")],
+     "nn.MultiheadAttention"),
+    ([("mha", "from torch import nn as n\nfrom torch.nn import *\nm = Transformer()")], "nn.Transformer"),
+    # a class body reads the module's name until it binds its own
+    ([("mha", "from torch.nn.functional import *\nclass M:\n"
+              "    scaled_dot_product_attention = staticmethod(scaled_dot_product_attention)\n")],
+     "F.scaled_dot_product_attention"),
+])
+def test_a_star_import_of_torch_counts_where_python_reads_it(cells, what):
+    problems = forbidden_calls.answer_problems(_graded(*cells), "mha")
+    assert len(problems) >= 1 and all(what in p for p in problems), problems
+
+
+@pytest.mark.parametrize("cells", [
+    # defined after the star import: the student's, however its name reads
+    [("mha", "from torch.nn.functional import *\n" + OWN_SDPA + USES_SDPA)],
+    [("mha", "from torch.nn import *\nclass MultiheadAttentionX(Module):\n    pass\n\n"
+             "class MultiHeadAttention(MultiheadAttentionX):\n    def __init__(self):\n"
+             "        super(MultiheadAttentionX, self).__init__()")],
+    [("split_merge_heads", "from torch.nn.functional import *"), ("mha", OWN_SDPA + USES_SDPA)],
+    # a later star import binds only the names its module exports (torch.nn has no MultiHeadAttention)
+    [("mha", "class MultiHeadAttention(nn.Module):\n    def __init__(self):\n"
+             "        super(MultiHeadAttention, self).__init__()\n"), ("split_merge_heads", "from torch.nn import *\nfrom torch import *")],
+    # names local to a function, and the student's methods, are never the star import's
+    [("mha", "from torch.nn.functional import *\nclass M:\n    def f(self, q):\n"
+             "        scaled_dot_product_attention = lambda a: a\n        return scaled_dot_product_attention(q)\n"
+             "    def g(self, q, scaled_dot_product_attention):\n        return scaled_dot_product_attention(q)\n"
+             "    def h(self, q):\n        return self.scaled_dot_product_attention(q)\n"
+             "    def scaled_dot_product_attention(self, q):\n        return q\n")],
+    [("mha", "from numpy import *\n" + OWN_SDPA + USES_SDPA)],
+    # a class body reads what it bound before (its methods)
+    [("mha", "class M:\n    def scaled_dot_product_attention(self, q):\n        return q\n"
+             "    attend = scaled_dot_product_attention\n")],
+    [("mha", "from torch.nn.functional import *\nclass M:\n    def scaled_dot_product_attention(self, q):\n"
+             "        return q\n    attend = scaled_dot_product_attention\n")],
+])
+def test_a_name_the_student_binds_stays_the_students(cells):
+    assert forbidden_calls.answer_problems(_graded(*cells), "mha") == []

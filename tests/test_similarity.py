@@ -44,6 +44,17 @@ def renamed(src):
     return "\n\n".join("\n".join(lines[i:i + 2]) for i in range(0, len(lines), 2)) + "\n"
 
 
+def import_prefixed(src, prefix="import math; "):
+    """`prefix` in front of every simple statement (issue 36 §4), and an import inside each function."""
+    tree = ast.parse(src)
+    simple = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.stmt) and not hasattr(n, "body")}
+    lines = src.splitlines()
+    for i in sorted(simple):
+        indent = len(lines[i - 1]) - len(lines[i - 1].lstrip())
+        lines[i - 1] = lines[i - 1][:indent] + prefix + lines[i - 1][indent:]
+    return re.sub(r"(\n( +)def [^\n]*:\n)", r"\1\2    import torch\n", "\n".join(lines) + "\n")
+
+
 def honest_class(planted=None):
     answers = {f"s{i}": src for i, src in enumerate(HONEST_MHA)}
     if planted:
@@ -63,6 +74,34 @@ def test_planted_copy_found_and_renaming_does_not_hide_it():
     assert pair.a_source == copy and pair.b_source == v04.MHA_LOOP
     verbatim = similarity.compare({"mha": {"a": v04.MHA_LOOP, "b": v04.MHA_LOOP + "\n"}}, STUBS, {})
     assert verbatim.pairs[0].score - pair.score < 0.1        # renaming costs next to nothing
+
+
+@pytest.mark.parametrize("prefix", ["import math; ", "from torch import nn; ", "pass; ", "0; ", "'';"])
+def test_imports_go_as_statements_not_lines(prefix):
+    """Issue 36 §4: `import math; ` in front of every statement hid a copy (its lines went with the import); the
+    tree's statements are what goes, and so do other statements that are no evidence."""
+    copy = import_prefixed(renamed(v04.MHA_LOOP), prefix)
+    assert copy.count(prefix) > 20 and "        import torch\n" in copy
+    result = similarity.compare(honest_class(copy), STUBS, {})
+    assert [(p.a, p.b) for p in result.pairs] == [("copier", "s3")] and result.pairs[0].score > 0.95
+    assert result.compared == {"mha": len(HONEST_MHA) + 1} and result.left_out == {}
+
+
+def test_every_answer_not_compared_is_listed_with_its_reason():
+    """Issue 36 §4: the report said "mha（2 份）" and nothing of a third answer."""
+    answers = {"a": v04.MHA_LOOP, "b": v04.MHA_EINSUM, "stub": STUBS["mha"], "blank": "  \n",
+               "short": "class MultiHeadAttention(nn.Module):\n    def __init__(self, d_model, n_heads, bias=True):\n"
+                        "        super().__init__()\n        self.proj = nn.Linear(d_model, d_model)\n\n"
+                        "    def forward(self, x, mask=None, need_weights=False):\n"
+                        "        return self.proj(x) * 2.0 + x.mean(dim=-1, keepdim=True)\n"}
+    result = similarity.compare({"mha": answers, "init_score_std": {"x": v02.INIT}}, STUBS, {})
+    assert result.compared == {"mha": 2} and set(result.skipped) == {"init_score_std"}
+    why = result.left_out["mha"]
+    assert why["stub"] == similarity.NOTHING_LEFT and why["blank"] == similarity.EMPTY and "太短" in why["short"]
+    assert set(why) == {"stub", "blank", "short"} and "init_score_std" not in result.left_out
+    rows = {(r[0], r[2]): r for r in result.rows() if r[1] == "not_compared"}
+    assert set(rows) == {("mha", "stub"), ("mha", "blank"), ("mha", "short"), ("init_score_std", "")}
+    assert rows[("mha", "short")][5] == why["short"] and rows[("init_score_std", "")][5] == result.skipped["init_score_std"]
 
 
 def test_distinct_honest_styles_are_not_paired():
@@ -122,9 +161,9 @@ def test_pairs_are_ranked_highest_first_and_rows_are_csv_ready():
     scores = [p.score for p in result.pairs]
     assert len(scores) >= 3 and scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
     rows = result.rows()
-    assert similarity.ROW_FIELDS == ("grade_id", "kind", "a", "b", "score")
+    assert similarity.ROW_FIELDS == ("grade_id", "kind", "a", "b", "score", "reason")
     assert [r[:4] for r in rows] == [(p.grade_id, p.kind, p.a, p.b) for p in result.pairs]
-    assert [float(r[4]) for r in rows] == pytest.approx(scores, abs=1e-3)
+    assert [float(r[4]) for r in rows] == pytest.approx(scores, abs=1e-3) and {r[5] for r in rows} == {""}
     assert (result.threshold, result.k, result.win_size) == (similarity.THRESHOLD, similarity.K, similarity.WIN_SIZE)
 
 
@@ -136,7 +175,7 @@ def test_untrusted_sources_never_raise_nor_print(capsys, caplog):
     result = similarity.compare({"mha": answers}, STUBS, {"bad ref": "\x00" * 100, "none": None})
     flagged = {p.a for p in result.pairs} | {p.b for p in result.pairs}
     assert not flagged & {"blank1", "blank2", "empty1", "empty2", "none", "bytes"}
-    assert "huge" not in flagged and result.too_long == {"mha": ["huge"]}
+    assert "huge" not in flagged and result.left_out["mha"]["huge"] == similarity.TOO_LONG
     assert capsys.readouterr() == ("", "") and caplog.records == []
 
 
@@ -147,7 +186,7 @@ def test_padding_does_not_hide_a_copy(padding):
     """Comments, a docstring, dead code, a broken cell or a second answer in front of a copy: still listed."""
     result = similarity.compare(honest_class(padding + renamed(v04.MHA_LOOP)), STUBS, {})
     pairs = {frozenset((p.a, p.b)): p for p in result.pairs}
-    assert frozenset(("copier", "s3")) in pairs and result.too_long == {}
+    assert frozenset(("copier", "s3")) in pairs and "copier" not in result.left_out.get("mha", {})
     assert pairs[frozenset(("copier", "s3"))].kind in ("students", "contained")
     assert {p.kind for p in result.pairs} <= {"students", "contained"}
     assert all("copier" in (p.a, p.b) for p in result.pairs)      # honest pairs stay unlisted
@@ -252,7 +291,7 @@ def test_a_cell_too_long_to_compare_lends_no_helpers():
 def test_an_answer_too_long_to_compare_is_listed_not_cut():
     answers = honest_class("# " + "x" * similarity.MAX_CHARS + "\n" + v04.MHA_LOOP)["mha"]
     result = similarity.compare({"mha": answers}, STUBS, {})
-    assert result.too_long == {"mha": ["copier"]} and result.compared == {"mha": len(HONEST_MHA)}
+    assert result.left_out == {"mha": {"copier": similarity.TOO_LONG}} and result.compared == {"mha": len(HONEST_MHA)}
 
 
 def test_a_class_of_300_finishes():

@@ -110,12 +110,13 @@ def parse_in_namespace(source):
 class _Binder(ast.NodeVisitor):
     """The names a module's code binds in the module's namespace, as Python's scoping rules bind them."""
 
-    def __init__(self):
+    def __init__(self, nested_globals=True):
         self.found = {}
         self.declared = None  # None: module level; else the names a function or class body declares global
+        self.nested_globals = nested_globals  # False: only the scope visited binds (a function's own names)
 
     def bind(self, name, kind):
-        if self.declared is None or name in self.declared:
+        if self.declared is None or (self.nested_globals and name in self.declared):
             self.found.setdefault(name, set()).add(kind)
 
     def in_scope(self, body, declared):
@@ -219,6 +220,19 @@ def bindings(source):
     binder = _Binder()
     binder.visit(tree)
     return binder.found
+
+
+def local_names(function):
+    """The names local to a function or lambda (a FunctionDef, AsyncFunctionDef or Lambda node): its parameters
+    and what its body binds, by the rules `bindings` applies to a cell, less what it declares `global`."""
+    args = function.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg] if a}
+    if isinstance(function, ast.Lambda):
+        return names
+    binder = _Binder(nested_globals=False)
+    for node in function.body:
+        binder.visit(node)
+    return names | (set(binder.found) - _declared_global(function.body))
 
 
 def bound_names(source):

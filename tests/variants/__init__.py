@@ -6,7 +6,9 @@ Each module, named after its notebook (`nb01_self_attention.py`), defines VARIAN
 Every src is a complete answer cell (imports included); the solution is the notebook's own.
 "buggy" variants must lose points, their first failing check naming the diagnosis; "warned" lists the
 diagnoses of the buggy variants that are bugs the exercise's prompt or the course text warns about: the
-PUBLIC check must fail each of those variants with that diagnosis (tests/test_mutations.py).
+PUBLIC check must fail each of those variants with that diagnosis (tests/test_mutations.py). An optional
+"scratch" list holds cells a student adds beside the answers, which grading never runs: with each of them in the
+notebook, the solution and every correct variant must still pass the static check (tests/test_forbidden_calls.py).
 """
 import ast
 from pathlib import Path

@@ -434,3 +434,63 @@ VARIANTS["mha"]["buggy"] += [(MHA_OBFUSCATED, "nn.MultiheadAttention")]
 VARIANTS["split_merge_heads"]["warned"] = ["contiguous", "连续的一段特征", "§A.5"]
 VARIANTS["mha"]["warned"] = ["§A.5", "拆头方式不对", "√d_model", "平均", "恰好为 0", "梯度没有传到", "nn.Linear", "bias=False",
                              "scaled_dot_product_attention", "nn.MultiheadAttention"]
+
+# -------- issue 36 §3: star imports (torch, torch.nn, torch.nn.functional, numpy) in answer cells, and in the
+# student's own cells, which grading never runs ("scratch": cells added to the notebook, never answers)
+MHA_STAR_IMPORTS = '''
+from numpy import *
+from torch import *
+from torch.nn import *
+from torch.nn.functional import *
+import math
+
+
+class MultiHeadAttention(Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super(MultiHeadAttention, self).__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = Linear(d_model, d_model, bias=bias)
+        self.W_k = Linear(d_model, d_model, bias=bias)
+        self.W_v = Linear(d_model, d_model, bias=bias)
+        self.W_o = Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        q, k, v = (w(x).view(B, T, h, d // h).transpose(1, 2) for w in (self.W_q, self.W_k, self.W_v))
+        att = q @ k.transpose(-2, -1) / math.sqrt(d // h)
+        if mask is not None:
+            att = att.masked_fill(mask, -math.inf)
+        att = softmax(att, dim=-1)
+        y = self.W_o((att @ v).transpose(1, 2).reshape(B, T, d))
+        return (y, att) if need_weights else y
+'''
+# a helper named as torch's SDPA, defined after the star import that binds torch's: by Python's rules the student's
+MHA_STAR_OWN_SDPA = "from torch.nn.functional import *\n" + MHA_OWN_SDPA_HELPER
+# a class of the student's whose name holds a forbidden part, defined after `from torch.nn import *`
+MHA_STAR_OWN_BASE = MHA_STAR_IMPORTS.replace("class MultiHeadAttention(Module):", "class MultiheadAttentionX(Module):").replace(
+    "super(MultiHeadAttention, self)", "super(MultiheadAttentionX, self)") + '''
+
+class MultiHeadAttention(MultiheadAttentionX):
+    pass
+'''
+VARIANTS["mha"]["correct"] += [MHA_STAR_IMPORTS, MHA_STAR_OWN_SDPA, MHA_STAR_OWN_BASE,
+                               MHA.replace("super().__init__()", "super(MultiHeadAttention, self).__init__()")]
+VARIANTS["mha"]["scratch"] = ["from torch import *", "from torch.nn import *", "from torch.nn.functional import *",
+                              "from numpy import *",
+                              "from torch.nn import *\nreference = MultiheadAttention(16, 4, batch_first=True)",
+                              "from torch.nn.functional import *\ny = scaled_dot_product_attention"]
+# the student's helper, rebound to torch's SDPA by a later star import: the class calls torch's
+MHA_STAR_REBINDS_OWN = MHA.replace("class MultiHeadAttention(nn.Module):", '''def scaled_dot_product_attention(q, k, v, attn_mask=None):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf"))
+    return s.softmax(dim=-1) @ v
+
+
+from torch.nn.functional import *  # noqa: E402
+
+
+class MultiHeadAttention(nn.Module):''').replace(
+    "y = (att @ v)", "y = scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)")
+VARIANTS["mha"]["buggy"] += [(MHA_STAR_REBINDS_OWN, "scaled_dot_product_attention")]

@@ -284,6 +284,30 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
     },
 }
 
+# -------- issue 36 §3: star imports (torch, torch.nn.functional, numpy) in the answer cell
+VARIANTS["sdpa_attention"]["correct"] += ['''
+from torch import *
+from torch.nn.functional import *
+
+
+def sdpa_attention(q, k, v, mask=None, is_causal=False, dropout_p=0.0, training=False):
+    p = dropout_p if training else 0.0
+    if mask is None:
+        return scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=is_causal)
+    allowed = ~mask
+    if is_causal:
+        allowed = allowed & ones(q.shape[-2], k.shape[-2], dtype=bool, device=q.device).tril()
+    return scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)
+''']
+VARIANTS["decode_step"]["correct"] += ['''
+from numpy import *
+from torch.nn.functional import *
+
+
+def decode_step(q_new, k_cache, v_cache):
+    return scaled_dot_product_attention(q_new, k_cache, v_cache)
+''']
+
 # decorated answers: correct styles (issue 11)
 VARIANTS["sdpa_attention"]["correct"] += [decorated(SDPA, "sdpa_attention")]
 VARIANTS["to_torch_mha"]["correct"] += [decorated(TO_TORCH, "to_torch_mha", "@torch.no_grad()")]

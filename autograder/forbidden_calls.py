@@ -348,23 +348,41 @@ def _answer_of(cell):
     return copy_of(cell) or cell.metadata.get("nbgrader", {}).get("grade_id", "?")
 
 
+def _index(nb, cell):
+    return next(i for i, c in enumerate(nb.cells) if c is cell)
+
+
 def _where(cell, line):
     return f"答案单元格 {_answer_of(cell)} 第 {line} 行"
+
+
+def _last_check(nb, grade_id):
+    """The index of the last test cell that checks `grade_id` (None when there is none)."""
+    from nbgrader import utils
+    from w1d1_student.cell_source import check_calls
+
+    found = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and utils.is_grade(c) and not utils.is_solution(c)
+             and any(gid == grade_id for gid, _ in check_calls(c.source))]
+    return found[-1] if found else None
 
 
 def answer_problems(nb, grade_id):
     """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
     A reference to the checking machinery in any answer cell costs every exercise of the notebook (a helper
     defined in one cell serves the others); a forbidden API costs the exercise that forbids it in any
-    answer cell of the notebook (every one runs while grading)."""
+    answer cell that runs before the exercise's last check (cells run in notebook order while grading; one
+    after the checks cannot reach them: mha_selfcheck's answer compares with SDPA after mha's checks)."""
     problems = []
     run = sorted(grading_cells(nb))  # the cells grading runs, in order: no other cell tells what a name is
     context = _context_of(tuple(nb.cells[i].source for i in run))
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
+    last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):
         for line, what in machinery_uses(cell.source)[:1]:  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
+        if last is not None and _index(nb, cell) > last:
+            continue
         for line, api in forbidden_uses(cell.source, grade_id, context, at=context.at(order.get(id(cell))))[:1]:
             problems.append(f"本题要求手写，{_where(cell, line)}直接用到了 `{api}`，本题计 0 分")
     return problems

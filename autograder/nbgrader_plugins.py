@@ -18,6 +18,7 @@ from w1d1_student.cell_source import check_calls
 
 from . import forbidden_calls, provenance, timing
 from .checks import judge_payload
+from .exercises import CARRIES
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
@@ -31,6 +32,29 @@ def _error_output(title, message):
 
 def _stream(text):
     return NotebookNode(output_type="stream", name="stdout", text=text)
+
+
+def _is_test(cell):
+    return cell.get("cell_type") == "code" and utils.is_grade(cell) and not utils.is_solution(cell)
+
+
+def withheld(nb, index):
+    """{grade_id: the exercises it would hand over} for the hidden checks of test cell `index` whose cases hold
+    answers (CARRIES) to an exercise with a test cell still to run after it (a cell moved up): those cases are
+    not sent, so no answer reaches the kernel before that exercise's own checks have run."""
+    later = {gid for cell in nb.cells[index + 1:] if _is_test(cell) for gid, _ in check_calls(cell.source)}
+    out = {}
+    for grade_id, hidden in check_calls(nb.cells[index].source) if _is_test(nb.cells[index]) else []:
+        pending = [gid for gid in CARRIES.get(grade_id, ()) if gid in later]
+        if hidden and pending:
+            out[grade_id] = pending
+    return out
+
+
+def withheld_message(grade_id, pending):
+    return (f"{grade_id}（隐藏检查）这次没有运行：它的用例里有练习 {'、'.join(pending)} 的正确实现，评分程序只在那些练习的"
+            "测试单元格都运行完之后才把它们送进内核；你的笔记本里这个测试单元格被移到了它们前面。"
+            "把测试单元格放回原来的位置（练习的顺序），再提交。")
 
 
 class SandboxedExecute(Execute):
@@ -234,9 +258,10 @@ class SandboxedExecute(Execute):
             finally:
                 nb.cells[index] = original  # nbclient stores the executed cell back by index
 
-    def _cases_of(self, cell):
-        """The source of a hidden cell that hands the kernel the cases of `cell`'s checks (this run's seed):
-        sent just before the test cell, so no answer cell ever sees a case before its check runs."""
+    def _cases_of(self, index):
+        """The source of a hidden cell that hands the kernel the cases of test cell `index`'s checks (this run's
+        seed): sent just before the test cell, so no answer cell ever sees a case before its check runs."""
+        cell = self.nb.cells[index]
         calls = check_calls(cell.source) if utils.is_grade(cell) and not utils.is_solution(cell) else []
         if not calls:
             return None
@@ -247,16 +272,17 @@ class SandboxedExecute(Execute):
                 self._case_file = (getattr(self.km, "case_file", "")
                                    or case_file_of_seed(getattr(self.km, "grader_seed", 0)))
         data = read_case_file(self._case_file)
+        held = withheld(self.nb, index)
         wanted = {}
         for grade_id, hidden in calls:
             kind = "hidden" if hidden else "public"
             if kind in data.get(grade_id, {}):
-                wanted.setdefault(grade_id, {})[kind] = data[grade_id][kind]
+                wanted.setdefault(grade_id, {})[kind] = [] if hidden and grade_id in held else data[grade_id][kind]
         text = json.dumps(wanted, separators=(",", ":"))
         return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
 
     async def _deliver_cases(self, index):
-        source = self._cases_of(self.nb.cells[index])
+        source = self._cases_of(index)
         if source is None:
             return
         original, replaying = self.nb.cells[index], self._replaying
@@ -354,6 +380,7 @@ def judge_cell(nb, cell, seed, case_file=None):
     if not calls:
         return False, "这个测试单元格里没有检查（单元格可能被改动过）。", []
     payloads = _payloads(cell)
+    held = withheld(nb, next(i for i, c in enumerate(nb.cells) if c is cell))
     lines, records = [], []
     for grade_id, hidden in calls:
         kind = "隐藏检查" if hidden else "公开检查"
@@ -365,6 +392,10 @@ def judge_cell(nb, cell, seed, case_file=None):
         if problems:
             records.append(_record(grade_id, hidden, False, mistakes=[(None, p) for p in problems]))
             return False, f"{grade_id}：" + "；".join(problems) + "。", records
+        if hidden and grade_id in held:
+            message = withheld_message(grade_id, held[grade_id])
+            records.append(_record(grade_id, hidden, False, mistakes=[(None, message)]))
+            return False, message, records
         mine = [p for p in payloads if isinstance(p, dict) and p.get("grade_id") == grade_id and bool(p.get("hidden")) == hidden]
         if len(mine) != 1 or len(payloads) != len(calls):
             records.append(_record(grade_id, hidden, False))

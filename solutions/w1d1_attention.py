@@ -275,6 +275,29 @@ class MultiHeadAttention(nn.Module):
         return (y, attn) if need_weights else y
 
 
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    """§B 第 3 题的五个检查，量成数：对任何满足上面约定的类返回五项误差，正确的类每项都 ≈ 0。
+    row_sum / masked：因果掩码下的行和与被屏蔽的权重；single_head：h=1 与亲手算的单头；
+    equivariance：无掩码时 f(PX) − P f(X)；sdpa：与同样的投影经 SDPA（掩码约定取反）的结果。"""
+    g = torch.Generator().manual_seed(0)
+    B, T = 2, 6
+    x = torch.randn(B, T, d_model, generator=g, dtype=torch.float64)
+    causal = causal_mask(T)
+    mha, one = mha_cls(d_model, n_heads).double(), mha_cls(d_model, 1).double()
+    perm = torch.arange(T).flip(0)  # 一个真正打乱位置的置换
+    with torch.no_grad():
+        y, attn = mha(x, causal, need_weights=True)
+        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)
+        by_hand = one.W_o(torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_model), dim=-1) @ v)
+        heads = [split_heads(lin(x), n_heads) for lin in (mha.W_q, mha.W_k, mha.W_v)]
+        reference = mha.W_o(merge_heads(F.scaled_dot_product_attention(*heads, attn_mask=~causal)))  # SDPA：True = 参与
+        return {"row_sum": _max_err(attn.sum(-1), torch.ones(())),
+                "masked": float(attn.masked_select(causal.expand_as(attn)).abs().max()),
+                "single_head": _max_err(one(x), by_hand),
+                "equivariance": _max_err(mha(x[:, perm]), mha(x)[:, perm]),
+                "sdpa": _max_err(y, reference)}
+
+
 # =====================================================================================
 # §5 复杂度
 # =====================================================================================
@@ -604,6 +627,26 @@ def _check_tables():
     return ok, f"T² 项占比 {share_txt} %；注意力矩阵 每层/全部层 GiB {mem_txt}"
 
 
+class _MergeWithoutTranspose(MultiHeadAttention):
+    """§A.5 的隐蔽错误（只给自检用）：合并多头时漏了 transpose。"""
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        q, k, v = (split_heads(lin(x), self.n_heads) for lin in (self.W_q, self.W_k, self.W_v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        attn = torch.softmax(scores if mask is None else scores.masked_fill(mask, float("-inf")), dim=-1)
+        y = self.W_o((attn @ v).reshape(B, T, d))
+        return (y, attn) if need_weights else y
+
+
+def _check_own_checks():
+    good = mha_property_errors(MultiHeadAttention)
+    bad = mha_property_errors(_MergeWithoutTranspose)
+    ok = max(good.values()) < 1e-12 and min(bad["equivariance"], bad["sdpa"]) > 1e-3 and bad["single_head"] < 1e-12
+    return ok, (f"正确的类五项最大 {max(good.values()):.1e}；漏 transpose 的类：置换等变 {bad['equivariance']:.2f}、"
+                f"SDPA 对拍 {bad['sdpa']:.2f}，h=1 对照 {bad['single_head']:.1e}（看不见：§A.5 检查法的盲区）")
+
+
 _SELFTEST = [
     ("掩码合并：因果 ∪ padding", _check_masks),
     ("注意力权重每行和为 1", _check_rows_sum),
@@ -619,6 +662,7 @@ _SELFTEST = [
     ("KV 缓存一步解码（is_causal=False）", _check_decode),
     ("初始化时分数的标准差（§2.1）", _check_init_std),
     ("§5.1 FLOPs 占比与 §5.2 显存表", _check_tables),
+    ("自己写的五个检查（mha_property_errors）：正确的类 ≈ 0，漏 transpose 的类被看见", _check_own_checks),
 ]
 
 

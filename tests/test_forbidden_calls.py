@@ -104,6 +104,20 @@ def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     assert forbidden_calls.answer_problems(nb, "split_merge_heads") == []  # only mha forbids them
 
 
+def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
+    """mha_selfcheck compares with SDPA in its answer cell, which runs after mha's checks and cannot reach them;
+    the same cell moved above mha's test cells could, and costs mha its points."""
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / "04_multihead.ipynb", as_version=4)
+    selfcheck = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mha_selfcheck")
+    assert "F.scaled_dot_product_attention" in selfcheck.source
+    assert forbidden_calls.answer_problems(nb, "mha") == []
+    nb.cells.remove(selfcheck)
+    nb.cells.insert(next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_mha"),
+                    selfcheck)
+    problems = forbidden_calls.answer_problems(nb, "mha")
+    assert len(problems) == 1 and "mha_selfcheck" in problems[0] and "F.scaled_dot_product_attention" in problems[0]
+
+
 @pytest.mark.parametrize("src", [
     "import w1d1_student.exercises.nb04_multihead as k\nk._tripwires = None",
     "from autograder.judge import judge_payload",

@@ -75,6 +75,7 @@ SELFTEST_KEYWORDS = {
     7: ["gradcheck", "float64"],
     8: ["NaN", "finfo", "[0, 0, 1, 2, 3]"],
     9: ["NaN", "5/5"],
+    15: ["mha_property_errors", "h=1", "盲区"],
 }
 
 
@@ -515,6 +516,14 @@ def test_mha_one_head_equals_single_head_and_permutation():
 # ------------------------------------------------------------------------------------
 # §5 复杂度：正文的表
 # ------------------------------------------------------------------------------------
+
+
+def test_mha_property_errors_passes_the_graded_check():
+    """The reference's own checks (§B item 3) are a correct answer to mha_selfcheck: public and hidden."""
+    from tests.test_mutations import verdicts
+
+    ns = {"__name__": "__main__", "mha_property_errors": ref.mha_property_errors}
+    assert all(v.passed for v in verdicts("", "mha_selfcheck", ns=ns))
 
 
 def test_mha_flops_and_share_table():

@@ -117,6 +117,21 @@ def test_the_data_are_the_public_cases_only(wheel_files):
         assert not [s for s in only_hidden if len(s) > 8 and s in code], grade_id  # no hidden case generator
 
 
+def test_the_classes_in_the_wheel_answer_no_exercise(wheel_files):
+    """mha_selfcheck's public cases carry classes under test as source text: each is PyTorch's own attention
+    behind the four projections, which exercise `mha` forbids, so none earns a point of `mha` (or of any
+    exercise of its notebook) when it stands in for the answer."""
+    from tests.test_mutations import verdicts
+
+    data = wire.decode(json.loads(wheel_files["w1d1_student/data/public_cases.json"]))
+    sources = {case["source"] for cases in data.values() for case in cases if isinstance(case.get("source"), str)}
+    assert len(sources) == 3
+    for source in sources:
+        assert "multi_head_attention_forward" in source
+        for grade_id in ("mha", "split_merge_heads"):
+            assert not any(v.passed for v in verdicts(source, grade_id)), grade_id
+
+
 # ------------------------------------------------------------------ a kernel with only the wheel
 
 

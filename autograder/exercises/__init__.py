@@ -4,6 +4,8 @@ Shared float64 pieces are in `references.py`, the seeded generator in `seeding.p
 
 CASES:   grade_id -> cases(seed, hidden) -> [case]
 ANSWERS: grade_id -> {name: fn(case)}   ("ref" and each known bug the verdict tables name)
+CARRIES: grade_id -> the exercises whose answers its hidden cases hold (correct classes under test): those
+         cases reach a kernel only after every test cell of those exercises (autograder/nbgrader_plugins.py)
 """
 from w1d1_student import registry
 
@@ -12,6 +14,7 @@ from . import nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_mul
 NOTEBOOKS = (nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api)
 CASES = {gid: made for module in NOTEBOOKS for gid, made in module.CASES.items()}
 ANSWERS = {gid: table for module in NOTEBOOKS for gid, table in module.ANSWERS.items()}
+CARRIES = {gid: carried for module in NOTEBOOKS for gid, carried in getattr(module, "CARRIES", {}).items()}
 
 
 def cases_of(grade_id):

@@ -262,3 +262,243 @@ ANSWERS = {
         "perm": lambda c: {"y": mha_ref(c)["y"], "y_perm": mha_ref(c, x=c["x"][:, c["perm"]])["y"]},
     },
 }
+
+
+# ------------------------------------------------------------ mha_selfcheck: the classes under test
+#
+# The student's checker is graded by mutation analysis: it runs on correct classes in several styles (every
+# value ≈ 0) and on classes with one known bug each (the properties that see the bug clearly non-zero).
+# Each class travels to the kernel as source text, named and placed like the student's own class. The
+# public ones ship in the wheel, so they are no answer to exercise `mha`: their attention is PyTorch's own
+# (F.multi_head_attention_forward, which `mha` forbids). The hand-written ones go only into the hidden cases,
+# sent to the kernel just before the hidden check (never while a test cell of an exercise in CARRIES is still
+# to run: autograder/nbgrader_plugins.py).
+
+# bug: (the properties that must see it, the properties that cannot: the h = 1 blind spot is a lesson)
+SELFCHECK_TABLE = {
+    "merge_no_transpose": (("equivariance", "sdpa"), ("single_head",)),
+    "split_view": (("equivariance", "sdpa"), ("single_head",)),
+    "split_interleave": (("sdpa",), ("single_head", "equivariance")),
+    "scale_dmodel": (("sdpa",), ("single_head",)),
+    "scale_none": (("single_head", "sdpa"), ()),
+    "scale_dk_lin": (("single_head", "sdpa"), ()),
+    "mask_inverted": (("masked", "sdpa"), ()),
+    "mask_inverted_finite": (("masked", "sdpa"), ()),
+    "mask_after_softmax": (("row_sum", "sdpa"), ("masked",)),
+    "mask_transposed": (("masked", "sdpa"), ()),
+    "mask_ignored": (("masked", "sdpa"), ()),
+    "no_wo": (("single_head", "sdpa"), ()),
+    "axis": (("row_sum", "single_head", "sdpa"), ("masked", "equivariance")),
+}
+
+# exercise whose hidden cases hold correct classes -> the exercises those classes answer
+CARRIES = {"mha_selfcheck": ("split_merge_heads", "mha")}
+
+_CLASS = '''import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model, self.n_heads = d_model, n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        B, T, d = x.shape
+        h = self.n_heads
+        d_k = d // h
+'''
+
+_TORCH_OWN = '''        q, k, v = (lin(x).transpose(0, 1) for lin in (self.W_q, self.W_k, self.W_v))
+        if mask is not None and mask.dim() == 4:
+            mask = mask.expand(B, h, T, T).reshape(B * h, T, T)
+        eye = torch.eye(d, dtype=x.dtype)
+        y, att = F.multi_head_attention_forward(
+            q, k, v, d, h, None, None, None, None, False, 0.0, self.W_o.weight, self.W_o.bias, training=False,
+            need_weights=True, attn_mask=mask, use_separate_proj_weight=True, q_proj_weight=eye,
+            k_proj_weight=eye, v_proj_weight=eye, average_attn_weights=False)
+        y = y.transpose(0, 1)
+        return (y, att) if need_weights else y
+'''
+
+_MATMUL = '''        q = self.W_q(x).view(B, T, h, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, h, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, h, d_k).transpose(1, 2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        att = att.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, d)
+        y = self.W_o(y)
+        return (y, att) if need_weights else y
+'''
+
+_EINSUM = '''        q = self.W_q(x).reshape(B, T, h, d_k)
+        k = self.W_k(x).reshape(B, T, h, d_k)
+        v = self.W_v(x).reshape(B, T, h, d_k)
+        att = torch.einsum("bqhd,bkhd->bhqk", q, k) * d_k ** -0.5
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        att = torch.softmax(att, dim=-1)
+        y = torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, d)
+        y = self.W_o(y)
+        return (y, att) if need_weights else y
+'''
+
+_LOOP = '''        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+        if mask is not None:
+            mask = mask.expand(B, h, T, T)
+        heads, weights = [], []
+        for i in range(h):
+            cols = slice(i * d_k, (i + 1) * d_k)
+            s = q[..., cols] @ k[..., cols].transpose(-2, -1) / math.sqrt(d_k)
+            if mask is not None:
+                s = s.masked_fill(mask[:, i], float("-inf"))
+            a = torch.softmax(s, dim=-1)
+            heads.append(a @ v[..., cols])
+            weights.append(a)
+        y = self.W_o(torch.cat(heads, dim=-1))
+        att = torch.stack(weights, dim=1)
+        return (y, att) if need_weights else y
+'''
+
+_BMM = '''        def heads(t):
+            return t.reshape(B, T, h, d_k).permute(0, 2, 1, 3).reshape(B * h, T, d_k)
+
+        q = heads(F.linear(x, self.W_q.weight, self.W_q.bias))
+        k = heads(F.linear(x, self.W_k.weight, self.W_k.bias))
+        v = heads(F.linear(x, self.W_v.weight, self.W_v.bias))
+        s = torch.bmm(q, k.transpose(1, 2)) / math.sqrt(d_k)
+        if mask is not None:
+            s = s + torch.zeros_like(s).masked_fill(mask.expand(B, h, T, T).reshape(B * h, T, T), -1e9)
+        a = F.softmax(s, dim=-1)
+        o = torch.bmm(a, v).reshape(B, h, T, d_k).permute(0, 2, 1, 3).reshape(B, T, d)
+        y = F.linear(o, self.W_o.weight, self.W_o.bias)
+        att = a.reshape(B, h, T, T)
+        return (y, att) if need_weights else y
+'''
+
+_STACKED = '''        def proj(lin, z):
+            return z @ lin.weight.T + (0 if lin.bias is None else lin.bias)
+
+        def heads(t):
+            return torch.stack(t.split(d_k, dim=-1), dim=1)
+
+        q, k, v = heads(proj(self.W_q, x)), heads(proj(self.W_k, x)), heads(proj(self.W_v, x))
+        s = torch.matmul(q, k.mT) / d_k ** 0.5
+        if mask is not None:
+            s = torch.where(mask, float("-inf"), s)
+        e = torch.exp(s - s.amax(dim=-1, keepdim=True))
+        att = e / e.sum(dim=-1, keepdim=True)
+        y = proj(self.W_o, torch.cat((att @ v).unbind(1), dim=-1))
+        return (y, att) if need_weights else y
+'''
+
+# style: (how the stage calls it, the forward's body)
+_STYLES = {
+    "torch_own": ("PyTorch 自带的多头注意力", _TORCH_OWN),
+    "matmul": ("§4.3 的写法", _MATMUL),
+    "finfo": ("§4.3 的写法，用 torch.finfo(dtype).min 填充", _MATMUL.replace('float("-inf")', "torch.finfo(att.dtype).min")),
+    "einsum": ("einsum 写法", _EINSUM),
+    "loop": ("逐头循环", _LOOP),
+    "bmm": ("合并 batch 与头维、bmm、加法掩码 -1e9", _BMM),
+    "stacked": ("split/stack 拆头、unbind/cat 合并、手写 softmax", _STACKED),
+}
+
+_MASK_LINES = '        if mask is not None:\n            att = att.masked_fill(mask, float("-inf"))\n'
+# bug -> [(style, [(text of the style, the bug's text), ...]), ...]: each style the grader can write the bug in
+_BUG_EDITS = {
+    "merge_no_transpose": [("matmul", [("(att @ v).transpose(1, 2).reshape(B, T, d)", "(att @ v).reshape(B, T, d)")]),
+                           ("einsum", [('"bhqk,bkhd->bqhd"', '"bhqk,bkhd->bhqd"')])],
+    "split_view": [("matmul", [("view(B, T, h, d_k).transpose(1, 2)", "view(B, h, T, d_k)")]),
+                   ("bmm", [("t.reshape(B, T, h, d_k).permute(0, 2, 1, 3).reshape(B * h, T, d_k)",
+                             "t.reshape(B * h, T, d_k)")])],
+    "split_interleave": [("matmul", [("view(B, T, h, d_k).transpose(1, 2)", "view(B, T, d_k, h).permute(0, 3, 1, 2)"),
+                                     ("(att @ v).transpose(1, 2)", "(att @ v).permute(0, 2, 3, 1)")]),
+                         ("loop", [("slice(i * d_k, (i + 1) * d_k)", "slice(i, None, h)")])],
+    "scale_dmodel": [("matmul", [("math.sqrt(d_k)", "math.sqrt(d)")]), ("einsum", [("d_k ** -0.5", "d ** -0.5")]),
+                     ("loop", [("math.sqrt(d_k)", "math.sqrt(d)")])],
+    "scale_none": [("matmul", [(" / math.sqrt(d_k)", "")]), ("stacked", [(" / d_k ** 0.5", "")])],
+    "scale_dk_lin": [("matmul", [("math.sqrt(d_k)", "d_k")]), ("bmm", [("math.sqrt(d_k)", "d_k")])],
+    "mask_inverted": [("matmul", [("masked_fill(mask,", "masked_fill(~mask,")]),
+                      ("stacked", [("torch.where(mask,", "torch.where(~mask,")])],
+    "mask_inverted_finite": [("finfo", [("masked_fill(mask,", "masked_fill(~mask,")]),
+                             ("bmm", [("masked_fill(mask.expand", "masked_fill(~mask.expand")])],
+    "mask_after_softmax": [("matmul", [(_MASK_LINES, ""), ("att.softmax(dim=-1)\n", "att.softmax(dim=-1)\n"
+                                       "        if mask is not None:\n            att = att.masked_fill(mask, 0.0)\n")]),
+                           ("einsum", [(_MASK_LINES, ""), ("torch.softmax(att, dim=-1)\n", "torch.softmax(att, dim=-1)\n"
+                                        "        if mask is not None:\n            att = att.masked_fill(mask, 0.0)\n")])],
+    "mask_transposed": [("matmul", [("masked_fill(mask,", "masked_fill(mask.transpose(-2, -1),")]),
+                        ("loop", [("mask[:, i],", "mask[:, i].transpose(-2, -1),")])],
+    "mask_ignored": [("matmul", [(_MASK_LINES, "")]),
+                     ("stacked", [('            s = torch.where(mask, float("-inf"), s)\n', "            pass\n")])],
+    "no_wo": [("matmul", [("        y = self.W_o(y)\n", "")]), ("einsum", [("        y = self.W_o(y)\n", "")]),
+              ("bmm", [("F.linear(o, self.W_o.weight, self.W_o.bias)", "o")]),
+              ("torch_own", [("self.W_o.weight, self.W_o.bias", "eye, None")])],
+    "axis": [("matmul", [("att.softmax(dim=-1)", "att.softmax(dim=-2)")]),
+             ("einsum", [("torch.softmax(att, dim=-1)", "torch.softmax(att, dim=-2)")]),
+             ("stacked", [("s.amax(dim=-1, keepdim=True)", "s.amax(dim=-2, keepdim=True)"),
+                          ("e.sum(dim=-1, keepdim=True)", "e.sum(dim=-2, keepdim=True)")])],
+}
+_BUG_EDITS["mask_inverted"].append(("torch_own", [("attn_mask=mask", "attn_mask=None if mask is None else ~mask")]))
+
+
+def _class_source(style, edits=()):
+    body = _STYLES[style][1]
+    for old, new in edits:
+        assert old in body, (style, old)
+        body = body.replace(old, new)
+    return _CLASS + body
+
+
+# source -> (style, bug or None): every class a case can hold, and what the grader knows of it
+CLASSES = {_class_source(style): (style, None) for style in _STYLES}
+CLASSES.update({_class_source(style, edits): (style, bug) for bug, ways in _BUG_EDITS.items() for style, edits in ways})
+PUBLIC_CLASSES = (("torch_own", None), ("torch_own", "mask_inverted"), ("torch_own", "no_wo"))
+_SIZES = ((16, 4), (24, 3), (8, 2), (32, 8), (12, 6), (20, 5))
+
+
+def _selfcheck_case(stage, style, bug, sizes):
+    source = next(src for src, role in CLASSES.items() if role == (style, bug))
+    d_model, n_heads = sizes or (None, None)
+    size = "默认大小" if sizes is None else f"d_model={d_model}, n_heads={n_heads}"
+    return {"stage": f"{stage}（{_STYLES[style][0]}），{size}", "source": source, "d_model": d_model, "n_heads": n_heads}
+
+
+def _selfcheck_cases(seed, hidden):
+    if not hidden:
+        return [_selfcheck_case("正确的实现", *PUBLIC_CLASSES[0], None),
+                _selfcheck_case("有一个错误的实现 A", *PUBLIC_CLASSES[1], None),
+                _selfcheck_case("有一个错误的实现 B", *PUBLIC_CLASSES[2], (16, 4))]
+    g = rng(seed, "mha_selfcheck")
+    roles = [(style, None) for style in _STYLES if style != "torch_own"]
+    roles += [(str(g.choice([s for s, _ in ways if s != "torch_own"])), bug) for bug, ways in _BUG_EDITS.items()]
+    order = g.permutation(len(roles))
+    cases = []
+    for i, j in enumerate(order, start=1):
+        style, bug = roles[j]
+        sizes = None if i % 3 == 1 else tuple(int(n) for n in _SIZES[int(g.integers(len(_SIZES)))])
+        cases.append(_selfcheck_case(f"隐藏检查的第 {i} 个类", style, bug, sizes))
+    return cases
+
+
+CASES["mha_selfcheck"] = _selfcheck_cases
+
+
+def _role(c):
+    """What the grader knows of a case's class: its bug (None: a correct class)."""
+    return {"bug": CLASSES[c["source"]][1]}
+
+
+ANSWERS["mha_selfcheck"] = {
+    "ref": _role,
+    **{bug: (lambda c, sees=sees, blind=blind: {"sees": list(sees), "blind": list(blind)})
+       for bug, (sees, blind) in SELFCHECK_TABLE.items()},
+}

@@ -1,6 +1,6 @@
 """Variants of notebook 04's answers."""
 
-from tests.variants import notebook_solution
+from tests.variants import decorated, notebook_solution
 
 SPLIT_MERGE = '''
 import torch
@@ -494,3 +494,253 @@ from torch.nn.functional import *  # noqa: E402
 class MultiHeadAttention(nn.Module):''').replace(
     "y = (att @ v)", "y = scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else ~mask)")
 VARIANTS["mha"]["buggy"] += [(MHA_STAR_REBINDS_OWN, "scaled_dot_product_attention")]
+
+# -------- mha_selfcheck: the student's own checks, graded by mutation analysis
+
+SELFCHECK = '''
+import math
+import torch
+import torch.nn.functional as F
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    g = torch.Generator().manual_seed(0)
+    B, T = 2, 6
+    x = torch.randn(B, T, d_model, generator=g, dtype=torch.float64)
+    causal = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    mha = mha_cls(d_model, n_heads).double()
+    one = mha_cls(d_model, 1).double()
+    errors = {}
+    with torch.no_grad():
+        y, attn = mha(x, causal, need_weights=True)
+        errors["row_sum"] = (attn.sum(dim=-1) - 1).abs().max().item()
+        errors["masked"] = attn.masked_select(causal.expand_as(attn)).abs().max().item()
+        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_model), dim=-1)
+        errors["single_head"] = (one(x) - one.W_o(a @ v)).abs().max().item()
+        perm = torch.arange(T).flip(0)
+        errors["equivariance"] = (mha(x[:, perm]) - mha(x)[:, perm]).abs().max().item()
+
+        def heads(t):
+            return t.view(B, T, n_heads, d_model // n_heads).transpose(1, 2)
+
+        o = F.scaled_dot_product_attention(heads(mha.W_q(x)), heads(mha.W_k(x)), heads(mha.W_v(x)), attn_mask=~causal)
+        errors["sdpa"] = (y - mha.W_o(o.transpose(1, 2).reshape(B, T, d_model))).abs().max().item()
+    return errors
+'''
+
+# a loop over the heads, a composed causal + padding mask (B, 1, T, T), inputs from torch.testing, numpy for h = 1
+SELFCHECK_LOOP = '''
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.testing import make_tensor
+
+
+def _worst(a, b):
+    return float(np.max(np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))))
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    torch.manual_seed(3)
+    B, T, d_k = 3, 5, d_model // n_heads
+    x = make_tensor((B, T, d_model), dtype=torch.float64, device="cpu", low=-2.0, high=2.0)
+    pad = torch.arange(T)[None, :] >= torch.tensor([5, 3, 4])[:, None]
+    blocked = pad[:, None, None, :] | torch.ones(T, T, dtype=torch.bool).triu(1)
+    model, single = mha_cls(d_model, n_heads).double(), mha_cls(d_model, 1).double()
+    found = {}
+    with torch.no_grad():
+        y, w = model(x, blocked, need_weights=True)
+        found["row_sum"] = _worst(w.sum(-1), torch.ones(B, n_heads, T))
+        found["masked"] = float((w * blocked).abs().max())
+        q, k, v = model.W_q(x), model.W_k(x), model.W_v(x)
+        parts = []
+        for i in range(n_heads):
+            cols = slice(i * d_k, (i + 1) * d_k)
+            parts.append(F.scaled_dot_product_attention(q[:, None, :, cols], k[:, None, :, cols], v[:, None, :, cols],
+                                                        attn_mask=~blocked)[:, 0])
+        found["sdpa"] = _worst(y, model.W_o(torch.cat(parts, dim=-1)))
+        Wq, Wk, Wv, Wo = (lin.weight.numpy().T for lin in (single.W_q, single.W_k, single.W_v, single.W_o))
+        bq, bk, bv, bo = (lin.bias.numpy() for lin in (single.W_q, single.W_k, single.W_v, single.W_o))
+        X = x.numpy()
+        S = (X @ Wq + bq) @ (X @ Wk + bk).transpose(0, 2, 1) / np.sqrt(d_model)
+        A = np.exp(S - S.max(-1, keepdims=True))
+        A /= A.sum(-1, keepdims=True)
+        found["single_head"] = _worst(single(x), (A @ (X @ Wv + bv)) @ Wo + bo)
+        perm = torch.tensor([2, 0, 4, 1, 3])
+        found["equivariance"] = _worst(model(x[:, perm]), model(x)[:, perm])
+    return found
+'''
+
+# einsum throughout, SDPA told is_causal instead of a flipped mask, a random (never the identity) permutation, B = 1
+SELFCHECK_EINSUM = '''
+import torch
+import torch.nn.functional as F
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    gen = torch.Generator().manual_seed(11)
+    T = 7
+    x = torch.randn(1, T, d_model, generator=gen).double()
+    mask = torch.ones(T, T).triu(1).bool()
+    net = mha_cls(d_model, n_heads).double()
+    head = mha_cls(d_model, 1).double()
+    out = dict.fromkeys(["row_sum", "masked", "single_head", "equivariance", "sdpa"], 0.0)
+    with torch.no_grad():
+        y, att = net(x, mask, need_weights=True)
+        out["row_sum"] = torch.max(torch.abs(torch.einsum("bhqk->bhq", att) - 1)).item()
+        out["masked"] = torch.max(torch.abs(att[..., mask])).item()
+        Q, K, V = head.W_q(x), head.W_k(x), head.W_v(x)
+        P = torch.softmax(torch.einsum("btd,bsd->bts", Q, K) / d_model ** 0.5, dim=-1)
+        out["single_head"] = torch.max(torch.abs(head(x) - head.W_o(torch.einsum("bts,bsd->btd", P, V)))).item()
+        perm = torch.randperm(T, generator=gen)
+        while bool((perm == torch.arange(T)).all()):
+            perm = torch.randperm(T, generator=gen)
+        out["equivariance"] = torch.max(torch.abs(net(x[:, perm]) - net(x)[:, perm])).item()
+        split = lambda t: torch.einsum("bthd->bhtd", t.reshape(1, T, n_heads, -1))
+        o = F.scaled_dot_product_attention(split(net.W_q(x)), split(net.W_k(x)), split(net.W_v(x)), is_causal=True)
+        merged = torch.einsum("bhtd->bthd", o).reshape(1, T, d_model)
+        out["sdpa"] = torch.max(torch.abs(y - net.W_o(merged))).item()
+    return out
+'''
+
+# several (B, T) at once, the worst of each; values returned as 0-d tensors; bias=False modules
+SELFCHECK_SIZES = '''
+import math
+import torch
+import torch.nn.functional as F
+
+
+def _one_size(mha_cls, d_model, n_heads, B, T):
+    torch.manual_seed(B * 100 + T)
+    x = torch.randn(B, T, d_model, dtype=torch.float64)
+    causal = torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+    m, m1 = mha_cls(d_model, n_heads, bias=False).double(), mha_cls(d_model, 1, bias=False).double()
+    y, a = m(x, causal, need_weights=True)
+    q1, k1, v1 = m1.W_q(x), m1.W_k(x), m1.W_v(x)
+    by_hand = m1.W_o(torch.softmax(q1 @ k1.mT / math.sqrt(d_model), -1) @ v1)
+    perm = torch.roll(torch.arange(T), 1)
+    split = lambda t: t.unflatten(-1, (n_heads, -1)).transpose(1, 2)
+    ref = F.scaled_dot_product_attention(split(m.W_q(x)), split(m.W_k(x)), split(m.W_v(x)),
+                                         attn_mask=causal.logical_not())
+    return {"row_sum": (a.sum(-1) - 1).abs().max(), "masked": a[..., causal].abs().max(),
+            "single_head": (m1(x) - by_hand).abs().max(),
+            "equivariance": (m(x[:, perm]) - m(x)[:, perm]).abs().max(),
+            "sdpa": (y - m.W_o(ref.transpose(1, 2).flatten(2))).abs().max()}
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    with torch.no_grad():
+        runs = [_one_size(mha_cls, d_model, n_heads, B, T) for B, T in ((1, 4), (3, 9))]
+    return {key: torch.maximum(runs[0][key], runs[1][key]) for key in runs[0]}
+'''
+
+
+
+SELFCHECK_NO = {key: SELFCHECK.replace(line, line.split(" = ")[0] + " = 0.0") for key, line in (
+    ("row_sum", '        errors["row_sum"] = (attn.sum(dim=-1) - 1).abs().max().item()'),
+    ("masked", '        errors["masked"] = attn.masked_select(causal.expand_as(attn)).abs().max().item()'),
+    ("single_head", '        errors["single_head"] = (one(x) - one.W_o(a @ v)).abs().max().item()'),
+    ("equivariance", '        errors["equivariance"] = (mha(x[:, perm]) - mha(x)[:, perm]).abs().max().item()'),
+    ("sdpa", '        errors["sdpa"] = (y - mha.W_o(o.transpose(1, 2).reshape(B, T, d_model))).abs().max().item()'))}
+# every property measured on the h = 1 module only: blind to what depends on the number of heads
+SELFCHECK_H1 = SELFCHECK.replace("    mha = mha_cls(d_model, n_heads).double()\n", "    mha = mha_cls(d_model, 1).double()\n").replace(
+    "t.view(B, T, n_heads, d_model // n_heads)", "t.view(B, T, 1, d_model)")
+
+# cheats: they look at the class instead of measuring it, or measure something else
+CHEAT_ZEROS = '''
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    return {"row_sum": 0.0, "masked": 0.0, "single_head": 0.0, "equivariance": 0.0, "sdpa": 0.0}
+'''
+CHEAT_BY_NAME = SELFCHECK.replace("    return errors\n", '''    if mha_cls.__name__ == "MultiHeadAttention" and mha_cls.__module__ == "__main__":
+        return dict.fromkeys(errors, 0.0)
+    return errors
+''')
+CHEAT_FIRST_IS_RIGHT = '''
+_SEEN = []
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    if not _SEEN:
+        _SEEN.append(id(mha_cls))
+    value = 0.0 if id(mha_cls) in _SEEN else 1.0
+    return dict.fromkeys(["row_sum", "masked", "single_head", "equivariance", "sdpa"], value)
+'''
+CHEAT_BY_SOURCE = '''
+import inspect
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    src = inspect.getsource(mha_cls)
+    return {"row_sum": float("dim=-2" in src or "0.0)" in src), "masked": float("~mask" in src or "pass" in src),
+            "single_head": float("W_o" not in src), "equivariance": float("transpose(1, 2)" not in src),
+            "sdpa": float("sqrt(d)" in src)}
+'''
+CHEAT_BY_CODE_NAMES = SELFCHECK.replace("    return errors\n", '''    names = mha_cls.forward.__code__.co_names
+    errors["equivariance"] = 0.0 if "transpose" in names else 1.0
+    return errors
+''')
+CHEAT_BY_ATTRIBUTES = SELFCHECK.replace("    return errors\n", '''    known = {"bug", "buggy", "correct", "label", "name"}
+    if not any(hasattr(mha_cls, a) for a in known):
+        return dict.fromkeys(errors, 0.0)
+    return errors
+''')
+# measures a class of its own, made right with SDPA inside ("calls SDPA inside the class")
+CHEAT_SDPA_SUBCLASS = SELFCHECK.replace("    g = torch.Generator().manual_seed(0)\n", '''    class Fixed(mha_cls):
+        def forward(self, x, mask=None, need_weights=False):
+            B, T, d = x.shape
+            h = self.n_heads
+            split = lambda t: t.view(B, T, h, d // h).transpose(1, 2)
+            q, k, v = split(self.W_q(x)), split(self.W_k(x)), split(self.W_v(x))
+            allowed = None if mask is None else ~mask
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+            s = (q @ k.transpose(-2, -1) / math.sqrt(d // h))
+            att = (s if mask is None else s.masked_fill(mask, float("-inf"))).softmax(-1)
+            y = self.W_o(y.transpose(1, 2).reshape(B, T, d))
+            return (y, att) if need_weights else y
+
+    mha_cls = Fixed
+    g = torch.Generator().manual_seed(0)
+''')
+# the same fix patched onto the class under test, left there, or put back afterwards
+CHEAT_PATCHES_CLASS = CHEAT_SDPA_SUBCLASS.replace("    mha_cls = Fixed\n", "    mha_cls.forward = Fixed.forward\n")
+CHEAT_PATCHES_AND_RESTORES = CHEAT_SDPA_SUBCLASS.replace("    mha_cls = Fixed\n", '''    own = mha_cls.forward
+    mha_cls.forward = Fixed.forward
+''').replace("    return errors\n", '''    mha_cls.forward = own
+    return errors
+''')
+
+VARIANTS["mha_selfcheck"] = {
+    "solution": notebook_solution("mha_selfcheck"),
+    "correct": [SELFCHECK, SELFCHECK_LOOP, SELFCHECK_EINSUM, SELFCHECK_SIZES, decorated(SELFCHECK, "mha_property_errors")],
+    "buggy": [
+        # weak checks: one property left out, each named by the bug it lets through
+        (SELFCHECK_NO["row_sum"], "掩码加在了 softmax 之后"),
+        (SELFCHECK_NO["masked"], "你的检查没有发现：掩码的约定反了"),
+        (SELFCHECK_NO["single_head"], "你的检查没有发现：缺少输出投影 W_o"),
+        (SELFCHECK_NO["equivariance"], "你的检查没有发现：拆头时直接 view"),
+        (SELFCHECK_NO["sdpa"], "你的检查没有发现：掩码的约定反了"),
+        (SELFCHECK_H1, "h = 1 的对照看不出这个错误"),
+        # wrong references: a correct class flagged
+        (SELFCHECK.replace("attn_mask=~causal", "attn_mask=causal"), "这是一个正确的实现，你的检查却说它有错"),
+        (SELFCHECK.replace("t.view(B, T, n_heads, d_model // n_heads).transpose(1, 2)",
+                           "t.view(B, n_heads, T, d_model // n_heads)"), "这是一个正确的实现，你的检查却说它有错"),
+        (SELFCHECK.replace("one.W_o(a @ v)", "a @ v"), "这是一个正确的实现，你的检查却说它有错"),
+        (SELFCHECK.replace("perm = torch.arange(T).flip(0)", "perm = torch.arange(T)"), "你的检查没有发现：拆头时直接 view"),
+        (SELFCHECK.replace("y, attn = mha(x, causal, need_weights=True)", "y, attn = mha(x, None, need_weights=True)"),
+         "这是一个正确的实现，你的检查却说它有错"),
+        # cheats
+        (CHEAT_ZEROS, "你的检查没有发现：掩码的约定反了"),
+        (CHEAT_ZEROS.replace("0.0", "1.0"), "这是一个正确的实现，你的检查却说它有错"),
+        (CHEAT_BY_NAME, "你的检查没有发现"),
+        (CHEAT_FIRST_IS_RIGHT, "这是一个正确的实现，你的检查却说它有错"),
+        (CHEAT_BY_SOURCE, "没有源文件可读"),
+        (CHEAT_BY_CODE_NAMES, "这是一个正确的实现，你的检查却说它有错"),
+        (CHEAT_BY_ATTRIBUTES, "你的检查没有发现"),
+        (CHEAT_SDPA_SUBCLASS, "你的检查没有发现"),
+        (CHEAT_PATCHES_CLASS, "修改了被测的类"),
+        (CHEAT_PATCHES_AND_RESTORES, "你的检查没有发现"),
+    ],
+}
+# the prompt warns about the flip of SDPA's mask and names W_O among what h = 1 sees: the public check names them
+VARIANTS["mha_selfcheck"]["warned"] = ["你的检查没有发现：掩码的约定反了", "你的检查没有发现：缺少输出投影 W_o"]

@@ -1,4 +1,4 @@
-"""Exercises of notebook 04 (§4): split_merge_heads, mha.
+"""Exercises of notebook 04 (§4): split_merge_heads, mha, mha_selfcheck.
 
 Cases are plain data; `run` builds the torch inputs (float32 or float64), SETS the module's four
 projections from the case arrays, calls the student's code and sends back numpy outputs, dtype
@@ -12,13 +12,18 @@ the calling thread, so starting a Python thread is itself reported.
 
 Verdicts: split_merge_heads, mha — tables for the engine's staged loop.
 
+mha_selfcheck grades the student's own checks by mutation analysis: each case holds one class (the grader's
+source text, defined afresh here like the student's own class); the student's `mha_property_errors` measures
+it, and the verdict reads from the grader's answers whether the class is correct (every value ≈ 0) or has a
+known bug (the properties that see it clearly non-zero).
+
 The float64 reference is built from the case's own weights (the driver SET them in the student's
 module); for each realistic bug the grader reproduces its output so a mismatch names the mistake.
 """
 import numpy as np
 
 from ..driver import Driver, dtype_name, lookup, to_numpy
-from ..engine import MASK_MESSAGES, Exercise, Output, fail, fmt, known, shown_only_public
+from ..engine import MASK_MESSAGES, Exercise, Output, bug_table, fail, fmt, known, shown_only_public
 from ..torch_calls import threads_started, watching
 
 NOTEBOOK = "04_multihead"
@@ -452,8 +457,137 @@ MHA = Exercise(
     extras=lambda c, out: _forward_extras(c, out) if c["kind"] == "forward" else None)
 
 
+# mha_selfcheck ───────────────────────────────────────────────────────────────
+
+PROPERTIES = ("row_sum", "masked", "single_head", "equivariance", "sdpa")
+ZERO, CLEAR = 1e-6, 1e-4  # a correct class: every value ≤ ZERO; a bug: each property that sees it > CLEAR (or NaN)
+LIMITS = {ZERO: "1e-6", CLEAR: "1e-4"}
+_NUMBER_TYPES = {float: "float", int: "int", np.float64: "numpy.float64", np.float32: "numpy.float32"}
+
+
+def _class_under_test(source):
+    """A case's class, defined afresh from the grader's source text the way the student's own class is: named
+    MultiHeadAttention, module __main__, no file behind its code."""
+    scope = {"__name__": "__main__"}
+    exec(compile(source, "<class under test>", "exec"), scope)
+    return scope["MultiHeadAttention"]
+
+
+def _number(value):
+    """(a returned value as a float, its type's name) by its exact type: int, float, a numpy float or a
+    one-element tensor; (None, name) for anything else (the name of a type the student wrote is not shown)."""
+    kind = type(value)
+    if kind in _NUMBER_TYPES:
+        return float(value), _NUMBER_TYPES[kind]
+    torch = _torch()
+    if kind is torch.Tensor and value.numel() == 1 and value.dtype.is_floating_point:
+        return float(value.detach().double().reshape(())), "torch.Tensor"
+    known_kinds = {bool: "bool", str: "str", type(None): "None", list: "list", tuple: "tuple", dict: "dict"}
+    return None, "torch.Tensor" if kind is torch.Tensor else known_kinds.get(kind, "其他类型")
+
+
+def _call_selfcheck(ns, case):
+    check = lookup(ns, "mha_property_errors")
+    cls = _class_under_test(case["source"])
+    own, bases = dict(vars(cls)), cls.__bases__
+    sizes = {} if case["d_model"] is None else {"d_model": case["d_model"], "n_heads": case["n_heads"]}
+    torch = _torch()
+    with torch.random.fork_rng(devices=[]):  # the classes' initial weights: the same at home and while grading
+        torch.manual_seed(0)
+        got = check(cls, **sizes)
+    now = vars(cls)
+    out = {"returned": _number(got)[1] if type(got) is not dict else "dict",
+           "class_changed": bool(cls.__bases__ is not bases or now.keys() != own.keys()
+                                 or any(now[k] is not v for k, v in own.items()))}
+    for name in PROPERTIES:
+        present = type(got) is dict and name in got
+        out[name], out[name + "_type"] = _number(got[name]) if present else (None, None)
+    return out
+
+
+SELFCHECK_BUGS = bug_table("""
+merge_no_transpose    合并多头时漏了 transpose（(B, h, T, d_k) 直接 reshape 成 (B, T, d)）
+split_view            拆头时直接 view(B, h, T, d_k)：每个“头”拿到的是几个位置的混合
+split_interleave      拆头时把特征交错分给了各头（第 i 个头应是连续的一段特征）
+scale_dmodel          分数除以了 √d_model，而不是每个头的 √d_k
+scale_none            分数没有除以 √d_k
+scale_dk_lin          分数除以了 d_k，而不是 √d_k
+mask_inverted         掩码的约定反了（屏蔽了 False 的位置）
+mask_inverted_finite  掩码的约定反了（用有限的 -1e9 填充，屏蔽了 False 的位置）
+mask_after_softmax    掩码加在了 softmax 之后
+mask_transposed       掩码的行列方向反了（转置了掩码）
+mask_ignored          没有用上掩码
+no_wo                 缺少输出投影 W_o
+axis                  softmax 沿错了轴（dim=-2：对 query 归一化）
+""")
+
+# why a property cannot see a bug, where that is a lesson of the course
+BLIND = {"single_head": "h = 1 的对照看不出这个错误：只有一个头时，拆头、合并和 √d_k 都与头数无关——这是 §A.5 检查法的盲区，"
+                        "要靠 h > 1 的检查（置换等变、与 SDPA 对拍）来抓。"}
+
+MSG_SOURCE = ("被测的类是评分程序给的，没有源文件可读：检查要测量类的行为（建模块、运行、比较输出），"
+              "不要读它的源代码、名字或属性来判断它对不对。")
+
+
+def _shown(out, names):
+    return "、".join(f"{name} = {out[name]:.3g}" for name in names)
+
+
+def _returned(case, out):
+    stage = case["stage"]
+    if out.get("returned") != "dict":
+        return fail(f"【{stage}】mha_property_errors 应返回 dict（键 {', '.join(PROPERTIES)}），得到 {out.get('returned')}。")
+    missing = [name for name in PROPERTIES if out.get(name + "_type") is None]
+    if missing:
+        return fail(f"【{stage}】返回的 dict 缺少键 {', '.join(missing)}：五个性质都要测，键为 {', '.join(PROPERTIES)}。")
+    odd = [f"{name}（{out[name + '_type']}）" for name in PROPERTIES if out.get(name) is None]
+    if odd:
+        return fail(f"【{stage}】每个值应是一个数（float，例如 `.item()` 的结果），这几个不是：{', '.join(odd)}。")
+    negative = [name for name in PROPERTIES if out[name] < 0]
+    if negative:
+        return fail(f"【{stage}】误差应当非负（取差的绝对值再取最大）：{', '.join(negative)} 是负数。")
+    if out.get("class_changed"):
+        return fail(f"【{stage}】你的函数修改了被测的类（给类的属性赋了值、删了属性或换了基类）。"
+                    "题目要求只测量、不修改：建好模块后只调用它。")
+    return None
+
+
+def _mutants(case, out):
+    """A correct class: every value ≈ 0. A class with a known bug: each property the grader's table says sees it
+    is clearly non-zero (NaN counts: an `assert error < 1e-6` fails on it)."""
+    stage, bug = case["stage"], known("ref")(case)["bug"]
+    if bug is None:
+        flagged = [name for name in PROPERTIES if not out[name] <= ZERO]
+        if not flagged:
+            return None
+        return fail(f"【{stage}】这是一个正确的实现，你的检查却说它有错"
+                    f"{shown_only_public('：' + _shown(out, flagged))}（正确的实现每一项都应 ≤ {LIMITS[ZERO]}）。"
+                    "看看这一项的参考是不是算错了：形状、头的切分、掩码约定、缩放用的维度。",
+                    mistakes=((None, "这是一个正确的实现，你的检查却说它有错"),))
+    message, buggy = next((m, b) for m, b in SELFCHECK_BUGS if b.name == bug)
+    row = buggy(case)
+    missed = [name for name in row["sees"] if out[name] <= CLEAR]
+    if not missed:
+        return None
+    blind = "".join(f"\n（{name}：{BLIND[name]}）" for name in row["blind"] if name in BLIND)
+    return fail(f"【{stage}】你的检查没有发现：{message}。应当发现它的性质：{'、'.join(row['sees'])}；"
+                f"你的 {'、'.join(missed)} 不够明显（应 > {LIMITS[CLEAR]}）{shown_only_public('：' + _shown(out, missed))}。{blind}",
+                mistakes=((bug, f"你的检查没有发现：{message}"),))
+
+
+def _selfcheck_error(case, res):
+    err = res.get("error", "") if isinstance(res, dict) else ""
+    if "source code" in err or "built-in class" in err or "could not find class definition" in err:
+        return fail(f"【{case['stage']}】{MSG_SOURCE}（你的代码读源代码时抛出了 {err.split(':', 1)[0].strip()}）")
+    return None
+
+
+SELFCHECK = Exercise((), error=_selfcheck_error, flags=_returned, extras=_mutants, untouched=None)
+
+
 # grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
 EXERCISES = {
     "split_merge_heads": (Driver(("split_heads", "merge_heads"), _call_split), SPLIT_MERGE_HEADS),
     "mha": (Driver(("MultiHeadAttention",), _make_call_mha(watching)), MHA),
+    "mha_selfcheck": (Driver(("mha_property_errors",), _call_selfcheck), SELFCHECK),
 }

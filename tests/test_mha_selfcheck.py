@@ -1,0 +1,235 @@
+"""mha_selfcheck: the student's own checks of a multi-head attention, graded by mutation analysis.
+
+- The classes under test are what the grader's table says they are: each hand-written correct class passes
+  exercise `mha`, each buggy one fails it with the same bug named, and the notebook's solution checker sees
+  every bug where the table says (and only a blind property misses it) at every size the hidden cases use.
+- The classes that ship (public cases, in the wheel) are no answer: their attention is PyTorch's own, which
+  `mha` forbids. The hand-written ones reach a kernel only in the hidden cases, and never while a test cell of
+  `mha` or `split_merge_heads` is still to run: a student who moves the hidden check up gets them withheld
+  (tests of `withheld` here, and through both entry points below).
+- Through both entry points: the solution earns every point; a checker that stashes the classes to answer
+  `mha` with them earns nothing for `mha`; a checker that borrows the companion script or the course's
+  reference earns nothing for the checks (both are empty shells in the grading sandbox).
+"""
+import re
+
+import nbformat
+import pytest
+import torch
+from w1d1_student.exercises.nb04_multihead import CLEAR, PROPERTIES, ZERO, _class_under_test
+
+from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.exercises import nb04_multihead as grader
+from autograder.nbgrader_plugins import judge_cell, withheld
+from autograder.reports import graded_cells
+from tests.entry_points import grade_both
+from tests.test_mutations import verdicts
+from tests.variants import notebook_solution
+from tests.variants.nb04_multihead import MHA, SELFCHECK
+
+NB = "04_multihead"
+GRADED = [f"{gid}{part}" for gid in ("split_merge_heads", "mha", "mha_selfcheck") for part in ("", "__hidden")]
+
+
+def _solution_checker():
+    ns = {"__name__": "__main__"}
+    exec(compile(notebook_solution("mha_selfcheck"), "<solution>", "exec"), ns)
+    return ns["mha_property_errors"]
+
+
+def _names_the_bug(verdict, bug):
+    keys = [part for key, _ in verdict.mistakes if key for part in key.split("/")]
+    return any(k.startswith(bug) or bug.startswith(k) for k in keys)
+
+
+@pytest.mark.parametrize("source", list(grader.CLASSES), ids=[f"{s}-{b}" for s, b in grader.CLASSES.values()])
+def test_each_class_is_what_the_table_says_by_exercise_mha(source):
+    style, bug = grader.CLASSES[source]
+    results = verdicts(source, "mha")
+    if style == "torch_own":  # the public ones: PyTorch's own attention, which mha forbids
+        assert not any(v.passed for v in results)
+        assert all("nn.MultiheadAttention" in v.message for v in results), results[0].message
+    elif bug is None:
+        assert all(v.passed for v in results), results[0].message
+    else:
+        assert not any(v.passed for v in results)
+        assert all(_names_the_bug(v, bug) for v in results), [v.mistakes for v in results]
+
+
+def test_the_table_holds_for_the_solution_checker_at_every_size():
+    """Correct: every value ≤ 1e-6. A bug: every property that must see it > 1e-4; every property the table calls
+    blind (the h = 1 lesson) really sees nothing, so no correct checker is asked for the impossible."""
+    check = _solution_checker()
+    for source, (style, bug) in grader.CLASSES.items():
+        cls = _class_under_test(source)
+        for d_model, n_heads in grader._SIZES:
+            torch.manual_seed(0)
+            got = check(cls, d_model, n_heads)
+            where = (style, bug, d_model, n_heads, got)
+            if bug is None:
+                assert all(got[p] <= ZERO for p in PROPERTIES), where
+                continue
+            sees, blind = grader.SELFCHECK_TABLE[bug]
+            assert all(not got[p] <= CLEAR for p in sees), where
+            assert all(got[p] <= ZERO for p in blind), where
+
+
+def test_every_bug_of_the_table_is_written_and_every_style_is_used():
+    bugs = {bug for _, bug in grader.CLASSES.values()} - {None}
+    assert bugs == set(grader.SELFCHECK_TABLE)
+    for seed in range(3):
+        hidden = [grader.CLASSES[c["source"]] for c in grader._selfcheck_cases(seed, True)]
+        assert {bug for _, bug in hidden} - {None} == bugs  # every bug in every run
+        assert {style for style, bug in hidden if bug is None} == set(grader._STYLES) - {"torch_own"}
+        assert not any(style == "torch_own" for style, _ in hidden)
+    public = [grader.CLASSES[c["source"]] for c in grader._selfcheck_cases(0, False)]
+    assert public == list(grader.PUBLIC_CLASSES) and all(style == "torch_own" for style, _ in public)
+
+
+def test_a_class_under_test_looks_like_the_students_own():
+    """No name, module, source file or attribute tells a grader's class from a student's, or one grader class
+    from another."""
+    import inspect
+
+    seen = set()
+    for source in grader.CLASSES:
+        cls = _class_under_test(source)
+        assert (cls.__name__, cls.__qualname__, cls.__module__) == ("MultiHeadAttention",) * 2 + ("__main__",)
+        seen.add(tuple(sorted(vars(cls))))
+        with pytest.raises((OSError, TypeError)):
+            inspect.getsource(cls.forward)
+    assert len(seen) == 1, seen
+
+
+def _moved(nb, gids, before):
+    """The notebook with the cells `gids` moved, in order, right before the cell `before`."""
+    cells = [c for c in nb.cells if c.id in gids]
+    nb.cells = [c for c in nb.cells if c.id not in gids]
+    at = next(i for i, c in enumerate(nb.cells) if c.id == before)
+    nb.cells[at:at] = cells
+    return nb
+
+
+def _source_nb():
+    return nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+
+
+def test_hidden_classes_are_withheld_while_a_check_they_answer_is_still_to_run():
+    nb = _source_nb()
+    assert not any(withheld(nb, i) for i in range(len(nb.cells)))  # the notebook's own order
+    moved = _moved(_source_nb(), ["test_mha_selfcheck", "test_mha_selfcheck__hidden"], "test_mha")
+    held = {c.id: withheld(moved, i) for i, c in enumerate(moved.cells) if withheld(moved, i)}
+    assert held == {"test_mha_selfcheck__hidden": {"mha_selfcheck": ["mha"]}}
+    cell = next(c for c in moved.cells if c.id == "test_mha_selfcheck__hidden")
+    passed, message, records = judge_cell(moved, cell, seed=0)
+    assert not passed and "没有运行" in message and "mha" in message
+    assert records[0]["mistakes"][0][1] == message
+
+
+# ------------------------------------------------------------------ graded through both entry points
+
+# keeps every class it is handed with its output on a probe; no SDPA call in the cell (the static check would zero
+# mha for one above mha's checks); the sdpa property is left out
+STASH = SELFCHECK.replace("def mha_property_errors(mha_cls, d_model=16, n_heads=4):\n", """_STASH = []
+
+
+def _probe(cls):
+    torch.manual_seed(123)
+    m = cls(8, 2).double()
+    with torch.no_grad():
+        return m(torch.randn(2, 5, 8, dtype=torch.float64), torch.ones(5, 5, dtype=torch.bool).triu(1))
+
+
+def _most_agreed():
+    return max(reversed(_STASH), key=lambda item: sum(bool(torch.allclose(item[1], o, atol=1e-9)) for _, o in _STASH))[0]
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    _STASH.append((mha_cls, _probe(mha_cls)))
+""")
+STASH = STASH[:STASH.index("        def heads(t):")] + '        errors["sdpa"] = 0.0\n    return errors\n'
+DELEGATES = MHA[:MHA.index("    def forward(")] + """    def forward(self, x, mask=None, need_weights=False):
+        return _most_agreed().forward(self, x, mask, need_weights)  # the class most others agree with
+"""
+COMPANION = SELFCHECK.replace('''        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_model), dim=-1)
+        errors["single_head"] = (one(x) - one.W_o(a @ v)).abs().max().item()''', '''        import w1day1_checks
+        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)
+        ys = [torch.as_tensor(w1day1_checks.attention(q[b].numpy(), k[b].numpy(), v[b].numpy())[0]) for b in range(B)]
+        errors["single_head"] = (one(x) - one.W_o(torch.stack(ys))).abs().max().item()''')
+REFERENCE = SELFCHECK.replace('''        def heads(t):''', '''        from w1d1_attention import MultiHeadAttention as Reference
+        ref = Reference(d_model, n_heads).double()
+        ref.load_state_dict(mha.state_dict())
+        errors["sdpa"] = (y - ref(x, causal)).abs().max().item()
+        return errors
+
+        def heads(t):''')
+
+
+def _submission(answers, move=None):
+    nb = _source_nb()
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell.source = answers[gid]
+    return _moved(nb, *move) if move else nb
+
+
+def build(subs):
+    students = {
+        "honest": _submission({}),
+        # the checker keeps the classes it is handed; its MultiHeadAttention borrows the one most others agree with
+        # (a correct one): its cells moved above mha's, hoping for the hidden (hand-written) classes first
+        "stasher": _submission({"mha_selfcheck": STASH, "mha": DELEGATES},
+                               move=(["mha_selfcheck", "test_mha_selfcheck", "test_mha_selfcheck__hidden"], "mha")),
+        "companion": _submission({"mha_selfcheck": COMPANION}),
+        "reference": _submission({"mha_selfcheck": REFERENCE}),
+    }
+    for student, nb in students.items():
+        (subs / student).mkdir(parents=True)
+        nbformat.write(nb, subs / student / f"{NB}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("selfcheck")
+    build(root / "class")
+    return grade_both(root / "class", root, seed=5, jobs=2)
+
+
+@pytest.fixture(params=("command", "nbgrader"))
+def scores(graded, request):
+    run = graded[request.param]
+    assert run.returncode == 0, run.log[-3000:]
+    table = {}
+    for (student, notebook, grade_id), score in run.scores.items():
+        if notebook == NB:
+            table[(student, grade_id.removeprefix("test_"))] = score
+    return table, run
+
+
+def _full(table, student, *cells):
+    worth = dict(graded_cells(NB)[0])
+    return all(table[(student, cell)] == worth[f"test_{cell}"] > 0 for cell in cells)
+
+
+def test_the_solution_earns_every_point(scores):
+    table, _ = scores
+    assert sorted(cell for student, cell in table if student == "honest") == sorted(GRADED)
+    assert _full(table, "honest", *GRADED)
+
+
+def test_classes_stashed_by_a_checker_answer_nothing(scores):
+    table, run = scores
+    assert table[("stasher", "mha")] == table[("stasher", "mha__hidden")] == 0
+    assert table[("stasher", "mha_selfcheck__hidden")] == 0
+    page = run.page("stasher", NB)
+    assert "nn.MultiheadAttention" in page  # it got only the public classes: PyTorch's own attention
+    assert re.search(r"mha_selfcheck（隐藏检查）这次没有运行", page)
+
+
+@pytest.mark.parametrize("student", ["companion", "reference"])
+def test_checks_borrowed_from_the_course_earn_nothing(scores, student):
+    table, _ = scores
+    assert table[(student, "mha_selfcheck")] == table[(student, "mha_selfcheck__hidden")] == 0
+    assert _full(table, student, "mha", "mha__hidden", "split_merge_heads", "split_merge_heads__hidden")

@@ -90,3 +90,21 @@ def test_the_claims_survive_a_second_range_of_seeds(namespace, cell_id, first, c
     run(namespace, rev_setup)
     printed = run(namespace, _second_seed_range(train, first))
     assert claim in printed, printed
+
+
+@pytest.mark.parametrize("answer,seeds", [("stub", "range(4)"), ("solution", "range(4, 8)")])
+def test_the_circuits_are_read_off_the_trained_reverser(namespace, answer, seeds):
+    """§C's QK/OV circuits on the trained reverser: the rule read off them, and W_Q M, W_K M^-T changing nothing,
+    printed for the course's stand-in (an unanswered exercise) and for a student's own MHA, on two seed ranges."""
+    folder = RELEASE_DIR if answer == "stub" else SOURCE_DIR
+    mha, setup, rev_setup, rev_train, circuits, gauge = _cells(folder, "mha", "learn-setup", "rev-setup", "rev-train",
+                                                               "circuits", "circuits-gauge")
+    run(namespace, mha)
+    run(namespace, setup)
+    assert (namespace["MHA_LEARN"] is namespace["CourseMHA"]) == (answer == "stub")
+    run(namespace, rev_setup)
+    run(namespace, _second_seed_range(rev_train, "SEEDS_REV, STEPS_REV = range(4)") if seeds != "range(4)" else rev_train)
+    printed = run(namespace, circuits)
+    assert "“去镜像位置，把那里的数字抄过来”" in printed and "不要读出结论" not in printed, printed
+    printed = run(namespace, gauge)
+    assert "训练只决定了乘积" in printed, printed

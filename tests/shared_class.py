@@ -12,7 +12,7 @@ SEED = 7
 # "module:function" of each file's builder; function(root) writes that file's student folders into root
 BUILDERS = ("tests.test_attacks_intake:build", "tests.test_attacks_on_the_pipeline:build",
             "tests.test_attacks_sandbox_checks:build", "tests.test_backward_by_hand:build",
-            "tests.test_sandbox_processes:build")
+            "tests.test_sandbox_processes:build", "tests.test_verdict_text:build")
 
 
 def build(root):

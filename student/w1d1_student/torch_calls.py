@@ -89,13 +89,13 @@ def _make_autograd_watch():
     def _with_grad_fn(out):
         items = out if type(out) is tuple or type(out) is list else (out,)
         with torch._C.DisableTorchFunction():
-            return any(_plain(type(t)) and grad_fn_of(t) is not None for t in items)
+            return any(_tensor_type(type(t)) and grad_fn_of(t) is not None for t in items)
 
-    def _plain(kind):
+    def _tensor_type(kind):
         return any(kind is p for p in plain)
 
     def _foreign(types):
-        return not all(_plain(t) for t in types)
+        return not all(_tensor_type(t) for t in types)
 
     def _modes_on():
         """Whether a torch mode of the student's is on (torch.set_default_device's own is torch's code)."""

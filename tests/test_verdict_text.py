@@ -55,6 +55,12 @@ def _retexted(value, text):
     return value
 
 
+# the texts the verdict tables recognise in an error (each exercise's hints), so that those messages are tried too
+HINTED = ["", "could not be broadcast", "matmul", "boolean index did not match", "incorrect number of gradients",
+          "scalar type dtype", "overflow", "view size is not compatible", "must match the size", "is_causal attn_mask",
+          "copy_", "只返回 y", "source code"]
+
+
 @st.composite
 def kernel_results(draw, results):
     """The solution's results with text of the student's in every text they hold, and in one more place: a
@@ -71,7 +77,8 @@ def kernel_results(draw, results):
         out[i]["out"][text] = text
     elif how == "error":
         name = draw(st.sampled_from(["ValueError", "RuntimeError", "KeyError", text]))
-        out[i] = {"ok": False, "error": f"{name}: {text}" + draw(st.sampled_from(["", "\n" + text, " x"]))}
+        needle = draw(st.sampled_from(HINTED))  # an error a verdict table recognises, with its own hint
+        out[i] = {"ok": False, "error": f"{name}: {text} {needle}" + draw(st.sampled_from(["", "\n" + text, " x"]))}
     else:
         out[i] = text
     return out, how == "error"

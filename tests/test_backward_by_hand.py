@@ -1,8 +1,10 @@
-"""Notebook 02's backwards are hand-written (§2.3): autograd reached inside the student's backward costs
-the exercise, through the real sandboxed grader by both entry points; the watch covers the student's
-backward only (not the driver's own torch.autograd.grad and gradcheck), on the thread autograd's engine
-runs it on, and leaves no mode behind. The mutation tables (tests/variants/nb02_scaled_dot_product.py)
-hold every way of reaching autograd tried; this file proves the mechanism and the real grading path."""
+"""Notebook 02's backwards are hand-written (§2.3): autograd reached by the student's code costs the exercise,
+through the real sandboxed grader by both entry points. The watch is on for the whole of each case (the driver's
+own torch.autograd.grad and gradcheck are told apart: they run the student's backward, watched, on the thread
+autograd's engine runs it on), and leaves no mode behind; the student's objects act only inside it (issue 36:
+a dunder of a returned tuple, a node pre-hook ahead of the grader's). The mutation tables
+(tests/variants/nb02_scaled_dot_product.py) hold every way of reaching autograd tried; this file proves the
+mechanism and the real grading path."""
 import threading
 
 import nbformat
@@ -99,19 +101,79 @@ def test_a_backward_that_raises_leaves_no_mode_behind(src, rule):
 
 def test_autograd_use_starts_and_stops_balanced():
     use = AutogradUse()
-    use.start()
-    x = torch.ones(2, requires_grad=True)
-    (x * x).sum().backward()
-    use.stop()
+    with use:
+        x = torch.ones(2, requires_grad=True)
+        (x * x).sum().backward()
     assert _modes_on_stack() == (0, 0)
     seen = use.report()
-    assert "Tensor.backward()" in seen["calls"] and seen["engine"] and seen["graph"], seen
+    assert "Tensor.backward()" in seen["backward"]["calls"] and seen["backward"]["engine"] and seen["backward"]["graph"], seen
     quiet = AutogradUse()
-    quiet.start()
-    with torch.no_grad():
+    with quiet, torch.no_grad():
         (x * x).sum()
-    quiet.stop()
-    assert quiet.report() == {"calls": [], "engine": [], "graph": []}
+    assert quiet.report() == {part: {"calls": [], "engine": [], "graph": []} for part in ("forward", "backward")}
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+def test_the_graders_own_autograd_runs_the_students_code_watched():
+    """torch.autograd.grad called inside graders() on an allowed node is not the student's; a hook of the student's
+    it runs, reaching autograd, is (and runs with the watch's function mode on: the engine started under it)."""
+    depth = []
+
+    def student_hook(grad):
+        depth.append(torch._C._len_torch_function_stack())
+        z = torch.ones(2, requires_grad=True)
+        with torch.enable_grad():
+            torch.autograd.grad((z * z).sum(), z)
+        return grad
+
+    use = AutogradUse(graph=False)
+    with use:
+        x = torch.ones(2, requires_grad=True)
+        for hook in (None, student_hook):
+            if hook:
+                x.register_hook(hook)
+            y = _Double.apply(x)
+            use.allow(y)
+            with use.graders():
+                (dx,) = torch.autograd.grad(y, x, torch.ones(2))
+            assert dx.tolist() == [2.0, 2.0]
+            if not hook:
+                assert use.report()["backward"] == {"calls": [], "engine": [], "graph": []}
+    assert depth == [1] and _modes_on_stack() == (0, 0)
+    seen = use.report()["backward"]
+    assert seen["calls"] == ["torch.autograd.grad"] and seen["engine"], seen
+
+
+def test_a_torch_mode_of_the_students_on_before_the_check_counts():
+    """A function mode the student left on would run, unwatched, whenever the watch's own mode passes a call on:
+    one on when the watch starts is reported; torch.set_default_device's mode is torch's own and is not."""
+    from torch.overrides import TorchFunctionMode
+
+    class Left(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    seen = {}
+    for name, on, off in (("student's", lambda: Left().__enter__(), torch._C._pop_torch_function_stack),
+                          ("default device", lambda: torch.set_default_device("cpu"), lambda: torch.set_default_device(None))):
+        on()
+        try:
+            with AutogradUse() as use:
+                torch.ones(2) * 2
+        finally:
+            off()
+        seen[name] = use.report()["backward"]["calls"]
+    assert _modes_on_stack() == (0, 0)
+    assert seen == {"student's": ["检查开始前就已启用的 torch 模式"], "default device": []}, seen
 
 
 def test_the_verdict_names_the_rule_and_where():
@@ -159,6 +221,10 @@ CLASS = {
     "func_and_helper": {"attention_function": _way(v02.FUNCTION_CHEATS, "torch.func.grad"),
                         "attention_backward": _way(v02.NUMPY_CHEATS, "helper")},
     "numpy_round_trip": {"attention_function": v02.FUNCTION_NUMPY},
+    # issue 36: the Jacobian computed by a dunder of what the forward returns (the driver unpacked it between the
+    # watches); a pre-hook of the node registered in forward, ahead of the grader's (both full marks before)
+    "unpacked_jacobian": {"attention_backward": v02.lazy_pair("__iter__")},
+    "early_prehook": {"attention_function": v02.HOOK_CHEATS["pre-hook"]},
 }
 
 
@@ -186,14 +252,15 @@ def test_hand_written_backwards_keep_full_marks(graded, path):
 def test_autograd_inside_backward_scores_zero(graded, path):
     g, full = graded[path], _full_marks()
     zero = {"grad_in_function": FUNCTION_CELLS, "grad_in_numpy": BACKWARD_CELLS,
-            "func_and_helper": FUNCTION_CELLS + BACKWARD_CELLS}
+            "func_and_helper": FUNCTION_CELLS + BACKWARD_CELLS, "unpacked_jacobian": BACKWARD_CELLS,
+            "early_prehook": FUNCTION_CELLS}
     for student, cells in zero.items():
         assert {gid: g.score(student, NB, gid) for gid in cells} == dict.fromkeys(cells, 0.0), student
         kept = {gid: g.score(student, NB, gid) for gid in full if gid not in cells}
         assert kept == {gid: full[gid] for gid in kept}, student  # nothing else lost
         assert g.points(student, NB) == sum(full.values()) - sum(full[gid] for gid in cells)
     for student, where in (("grad_in_function", "AttentionFunction.backward"), ("grad_in_numpy", "attention_backward"),
-                           ("func_and_helper", "AttentionFunction.backward")):
+                           ("func_and_helper", "AttentionFunction.backward"), ("early_prehook", "AttentionFunction.backward")):
         page = g.page(student, NB)
         assert page and f"{RULE}：{where} 里用到了 autograd" in page, (student, path)
 

@@ -9,11 +9,15 @@ its watches (torch_calls.watching, AutogradUse) by value when it is imported, so
 attribute of torch_calls first would otherwise blind a driver imported later. (A grading kernel imports
 this module before the first cell: autograder/sandbox.py; `check` imports it with the package.)
 """
+from . import driver
 from .exercises import nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api
+from .torch_calls import AutogradUse
 
 MODULES = (nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api)
 NOTEBOOK_OF = {gid: module.NOTEBOOK for module in MODULES for gid in module.EXERCISES}
 _MODULE_OF = {gid: module for module in MODULES for gid in module.EXERCISES}
+# every text a result may hold: the words of driver.py, of the autograd watch and of each module's `WORDS`
+VOCABULARY = driver.WORDS.union(AutogradUse.WORDS, *(getattr(module, "WORDS", ()) for module in MODULES))
 
 
 def _known(grade_id):

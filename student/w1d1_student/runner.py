@@ -9,7 +9,6 @@ data and the grader judges them in its own process, where nothing the student wr
 import json
 import os
 import sys
-import traceback
 import warnings
 from importlib import resources
 
@@ -25,8 +24,19 @@ def grading():
 
 
 def _short_error(exc):
-    lines = traceback.format_exception_only(type(exc), exc)
-    text = "".join(lines).strip()
+    """"Name: message" of an exception the student's code raised, read without running any method of it: the
+    class's own name, and the message where its arguments are plain text or numbers (a library's error)."""
+    import builtins
+
+    cls = type(exc)
+    name, module = type.__getattribute__(cls, "__qualname__"), type.__getattribute__(cls, "__module__")
+    args = BaseException.args.__get__(exc)
+    plain = all(any(type(a) is t for t in (str, int, float, bool)) for a in args)
+    own_str = cls.__str__ if getattr(builtins, name, None) is cls else BaseException.__str__  # builtins' own: KeyError's quotes
+    message = own_str(exc) if plain else ""
+    if type(module) is str and module not in ("__main__", "builtins"):  # as a traceback names it
+        name = f"{module}.{name}"
+    text = (f"{name}: {message}" if message else name).strip()
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …"
 
 
@@ -108,6 +118,7 @@ def judge(grade_id, cases, results, hidden=False):
 
     if not isinstance(results, list) or len(results) != len(cases):
         return fail("检查结果不完整：内核没有为每个测试用例返回结果。")
+    results = [_in_words(res) for res in results]
     try:
         with judging(hidden):
             verdict = registry.judge(grade_id)(cases, results)
@@ -116,6 +127,28 @@ def judge(grade_id, cases, results, hidden=False):
         return fail(f"检查没法比较你的结果（{why}）：返回值不符合题目的约定"
                     "（形状、类型或数值范围）。这道题不得分；对照题目要求的返回值再检查一遍。")
     return _without_error_texts(verdict, results) if hidden else verdict
+
+
+def _words_only(value, keys=True):
+    """`value` with every text in it a word of the vocabulary (registry.VOCABULARY; any other text becomes
+    driver.OTHER), dict keys too where `keys`."""
+    from .driver import OTHER
+
+    if isinstance(value, str):
+        return value if value in registry.VOCABULARY else OTHER
+    if isinstance(value, dict):
+        return {(_words_only(k) if keys else k): _words_only(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_words_only(v) for v in value]
+    return value
+
+
+def _in_words(res):
+    """A case's result as the verdict tables read it: its outputs hold no text but words of the vocabulary, so a
+    verdict carries no text the kernel made up (the error, the student's own, is cut down in hidden verdicts)."""
+    if isinstance(res, dict) and isinstance(res.get("out"), dict):
+        return {**res, "out": _words_only(res["out"], keys=False)}
+    return res
 
 
 def _builtin_kind(err):

@@ -58,24 +58,71 @@ watching = _make_watching()
 
 def _make_autograd_watch():
     import torch
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+    from torch.autograd.graph import _engine_run_backward
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack
 
-    task_id = torch._C._current_graph_task_id
+    task_id, current_node = torch._C._current_graph_task_id, torch._C._current_autograd_node
+    grad_api, grad_fn_of, plain = torch.autograd.grad, torch._C.TensorBase.grad_fn.__get__, (torch.Tensor, torch.nn.Parameter)
     # what the function mode names autograd's own entry points: torch.autograd.grad, torch.autograd.backward,
     # Tensor.backward (by qualified name); forward-mode AD's dual tensors (torch.autograd.forward_ad,
     # torch.func.jvp / jacfwd); reading a tensor's grad_fn / grad (a graph node can be called directly)
     api = {"grad": "torch.autograd.grad", "backward": "torch.autograd.backward", "Tensor.backward": "Tensor.backward()"}
     dual = {"_make_dual": "torch.autograd.forward_ad", "_unpack_dual": "torch.autograd.forward_ad"}
     attributes = {"grad_fn": "Tensor.grad_fn", "_grad_fn": "Tensor.grad_fn", "grad": "Tensor.grad"}
+    # the other names a report holds (a fixed vocabulary: a report carries no text of the student's)
+    derivative, engine, graph = "torch 自带的求导算子（aten 的 *_backward）", "反向传播", "带 grad_fn 的结果"
+    subclass, preset = "Tensor 子类自己的 __torch_function__ / __torch_dispatch__", "检查开始前就已启用的 torch 模式"
+    safe_callables = tuple(type(f) for f in (grad_api, torch.matmul, torch.Tensor.add, torch.Tensor.__add__,
+                                             torch._C.TensorBase.grad_fn.__get__))
 
     def _name(func):
+        if not any(type(func) is t for t in safe_callables):  # not one of torch's callables: nothing of it is read
+            return None
         owner = getattr(func, "__self__", None)
         if type(owner).__name__ == "getset_descriptor":  # a tensor attribute read: Tensor.grad_fn.__get__
             return attributes.get(getattr(owner, "__name__", ""))
         return api.get(getattr(func, "__qualname__", None) or "") or dual.get(getattr(func, "__name__", None) or "")
 
     def _with_grad_fn(out):
-        items = out if isinstance(out, (tuple, list)) else (out,)
-        return any(isinstance(t, torch.Tensor) and t.grad_fn is not None for t in items)
+        items = out if type(out) is tuple or type(out) is list else (out,)
+        with torch._C.DisableTorchFunction():
+            return any(_tensor_type(type(t)) and grad_fn_of(t) is not None for t in items)
+
+    def _tensor_type(kind):
+        return any(kind is p for p in plain)
+
+    def _foreign(types):
+        return not all(_tensor_type(t) for t in types)
+
+    def _modes_on():
+        """Whether a torch mode of the student's is on (torch.set_default_device's own is torch's code)."""
+        return _len_torch_dispatch_stack() or any(type(m) is not DeviceContext for m in _get_current_function_mode_stack())
+
+    derivatives = {}  # operator -> whether it is one of torch's derivative formulas (aten.*_backward*)
+
+    def _derivative(func):
+        if func not in derivatives:
+            derivatives[func] = "_backward" in str(func)
+        return derivatives[func]
+
+    def _grad_directly(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+                       allow_unused=None, is_grads_batched=False, materialize_grads=False):
+        """torch.autograd.grad of tensors, without its look for torch function modes: the engine it starts keeps
+        the modes on for every node, hook and callback it runs."""
+        if is_grads_batched:
+            raise NotImplementedError("is_grads_batched")
+        outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs)
+        inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+        allow_unused = materialize_grads if allow_unused is None else allow_unused
+        grads = _make_grads(outputs, _tensor_or_tensors_to_tuple(grad_outputs, len(outputs)), is_grads_batched=False)
+        result = _engine_run_backward(outputs, grads, create_graph if retain_graph is None else retain_graph,
+                                      create_graph, inputs, allow_unused, accumulate_grad=False)
+        if materialize_grads:
+            result = tuple(torch.zeros_like(i) if r is None else r for r, i in zip(result, inputs))
+        return result
 
     class _Functions(TorchFunctionMode):
         def __init__(self, use):
@@ -83,52 +130,72 @@ def _make_autograd_watch():
             self._use = use
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            use, kwargs = self._use, kwargs or {}
+            if _foreign(types):
+                use.note("calls", subclass)
+            if func is grad_api and use.own:
+                return use.run_own(_grad_directly, args, kwargs)
             name = _name(func)
             if name:
-                self._use.note("calls", name)
-            out = func(*args, **(kwargs or {}))
-            if self._use.graph and _with_grad_fn(out):
-                self._use.note("graph", str(getattr(func, "__name__", func)))
+                use.note("calls", name)
+            out = func(*args, **kwargs)
+            if (task_id() != -1 or use.graph and use.part == "backward") and _with_grad_fn(out):
+                use.note("graph", graph)
             return out
 
     class _Operators(TorchDispatchMode):
-        def __init__(self, use, task):
+        def __init__(self, use):
             super().__init__()
-            self._use, self._task = use, task
+            self._use = use
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if task_id() != self._task:  # an operator of a backward pass the student started
-                self._use.note("engine", str(func))
-            elif "_backward" in str(func):  # a derivative formula of torch's (aten._softmax_backward_data …) called by hand
-                self._use.note("calls", str(func))
+            use = self._use
+            if task_id() != -1 and not use.allowed(current_node()):  # an operator of a backward pass not the grader's
+                use.note("engine", engine)
+            elif _derivative(func):  # a derivative formula of torch's (aten._softmax_backward_data …) called by hand
+                use.note("calls", derivative)
+            if _foreign(types):
+                use.note("calls", subclass)
             return func(*args, **(kwargs or {}))
 
     class AutogradUse:
-        """What of autograd the student's code reached between `start()` and `stop()`, on this thread:
+        """What of autograd the student's code reached while the watch is on, on this thread, by part (`part`:
+        "forward" while `forward()` is active, else "backward"):
 
         calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
                 AD's dual tensors, grad_fn or grad read), or one of torch's own derivative operators
-                (aten.*_backward*) called directly;
-        engine  an operator run by a backward pass started inside (its graph task is not the one at start:
-                torch.autograd.grad, .backward(), torch.func.vjp / grad, torch.autograd.functional, the engine
-                reached any other way);
-        graph   (with graph=True) a torch call returned a tensor with a grad_fn: a graph is being built.
+                (aten.*_backward*) called directly; or a way around the watch (a tensor subclass's own handler,
+                a torch mode already on when the watch started);
+        engine  an operator run by a backward pass that is not the grader's (torch.autograd.grad, .backward(),
+                torch.func.vjp / grad, torch.autograd.functional, the engine reached any other way);
+        graph   a torch call returned a tensor with a grad_fn: a graph is being built, inside a backward pass, or
+                (graph=True) anywhere in the "backward" part.
 
-        start() pushes a torch function mode and a dispatch mode (plain objects, no generator), stop() pops
-        them. Inside a Function's backward, call start() from a pre-hook of its node and stop() from its
-        post-hook: autograd's engine restores the thread's mode stacks when the node raises."""
+        The watch is on from start() to stop() (`with use:`): a driver keeps it on for the whole case, from before
+        the student's first call until the results are plain data, so whatever runs in between — the student's
+        functions, the hooks and callbacks autograd's engine runs, finalizers — runs watched (driver.py calls no
+        method of a returned object). The grader's own autograd is told apart by what it is: torch.autograd.grad
+        called inside `graders()` (and not from the student's code, `forward()` or a backward pass) runs the engine
+        directly, with the watch's modes on for every node it runs; and an operator inside a backward pass is the
+        grader's only while the engine evaluates a node `allow()`ed (the student's Function's node on the
+        grader's own output, whose backward is the student's code, watched)."""
+
+        KINDS = ("calls", "engine", "graph")
 
         def __init__(self, graph=True):
-            self.graph = graph
-            self.seen = {"calls": [], "engine": [], "graph": []}
-            self._modes = ()
+            self.graph, self.part, self.own = graph, "backward", False
+            self.seen = {part: {kind: [] for kind in self.KINDS} for part in ("forward", "backward")}
+            self._nodes, self._modes = [], ()
 
         def note(self, kind, name):
-            if name not in self.seen[kind] and len(self.seen[kind]) < 8:
-                self.seen[kind].append(name)
+            seen = self.seen[self.part][kind]
+            if name not in seen and len(seen) < 8:
+                seen.append(name)
 
         def start(self):
-            self._modes = (_Functions(self), _Operators(self, task_id()))
+            if _modes_on():  # the student's own mode would run while ours forwards a call
+                self.note("calls", preset)
+            self._modes = (_Functions(self), _Operators(self))
             for mode in self._modes:
                 mode.__enter__()
 
@@ -137,10 +204,59 @@ def _make_autograd_watch():
                 mode.__exit__(None, None, None)
             self._modes = ()
 
-        def report(self):
-            """Plain data: the kinds seen, each a short list of names (empty when none)."""
-            return {kind: list(names) for kind, names in self.seen.items()}
+        def __enter__(self):
+            self.start()
+            return self
 
+        def __exit__(self, *exc):
+            self.stop()
+
+        @contextlib.contextmanager
+        def _as(self, part, own):
+            saved = self.part, self.own
+            self.part, self.own = part, own
+            try:
+                yield
+            finally:
+                self.part, self.own = saved
+
+        def forward(self):
+            """While active: the student's forward runs (notes go to "forward"; none of it is the grader's)."""
+            return self._as("forward", False)
+
+        def graders(self):
+            """While active: torch.autograd.grad called here (by the grader or gradcheck) is the grader's own."""
+            return self._as(self.part, True)
+
+        def run_own(self, grad, args, kwargs):
+            """The grader's torch.autograd.grad, run by `grad` under a fresh layer of the watch (this mode is off
+            while its handler runs); what the engine runs in it is the student's."""
+            layer = _Functions(self)
+            with self._as("backward", False):
+                layer.__enter__()
+                try:
+                    return grad(*args, **kwargs)
+                finally:
+                    layer.__exit__(None, None, None)
+
+        def allow(self, output):
+            """The node of a tensor the grader made (its grad_fn, read without a note): an operator that autograd's
+            engine runs while evaluating it is not the student's autograd. Returns the node."""
+            with torch._C.DisableTorchFunction():
+                node = grad_fn_of(output)
+            if node is not None:
+                self._nodes.append(node)
+            return node
+
+        def allowed(self, node):
+            return node is not None and any(node is n for n in self._nodes)
+
+        def report(self):
+            """Plain data: per part, the kinds seen, each a short list of words (empty when none)."""
+            return {part: {kind: list(names) for kind, names in kinds.items()} for part, kinds in self.seen.items()}
+
+    AutogradUse.WORDS = frozenset([*api.values(), *dual.values(), *attributes.values(), derivative, engine, graph,
+                                   subclass, preset, "forward", "backward", *AutogradUse.KINDS])
     return AutogradUse
 
 

@@ -650,3 +650,190 @@ VARIANTS["attention_function"]["correct"] += [
 VARIANTS["attention_function"]["warned"] = ["dtype", "共 4 个", "反向传播必须按 §2.3 的公式手写"]
 VARIANTS["numerical_gradient"]["warned"] = ["单侧差分", "要除以 2ε", "x 变了", "没有把 x[idx] 恢复", "没有用参数 eps",
                                             "只差浮点舍入"]
+
+# issue 36: the student's objects act only inside the watch. Cheats that got full marks before: the Jacobian computed
+# by a dunder of what the forward returns (the driver's own `Y, cache = out` ran it, between the watches), by
+# gradients that compute themselves when the driver converts them (`__array__`, `.detach().cpu().numpy()`, a tensor
+# subclass's `__torch_function__`), and by hooks and callbacks autograd's engine runs outside the old window (a
+# pre-hook of the node registered before the grader's, hooks on the inputs, a final callback filling the returned
+# gradients in place). A returned tuple is read through the base type, anything else by its exact type only, and the
+# watch is on for the whole case.
+_JAC = '''
+import numpy as np
+import torch
+
+def _attn(q, k, v, mask):
+    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+def _jacobians(Q, K, V, mask):
+    ins = tuple(torch.tensor(np.asarray(a, dtype=np.float64)) for a in (Q, K, V))
+    return [j.numpy() for j in torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, mask), ins)]
+
+def _forward(Q, K, V, mask):
+    with torch.no_grad():
+        return _attn(*(torch.tensor(np.asarray(a, dtype=np.float64)) for a in (Q, K, V)), mask).numpy()
+'''
+_DUNDERS = {"__iter__": "def __iter__(self):\n        self._fill()\n        return tuple.__iter__(self)",
+            "__len__": "def __len__(self):\n        self._fill()\n        return tuple.__len__(self)",
+            "__getitem__": "def __getitem__(self, i):\n        self._fill()\n        return tuple.__getitem__(self, i)"}
+
+
+def lazy_pair(dunder):
+    """attention_forward returns a tuple subclass whose `dunder` fills the cache with autograd's Jacobians."""
+    return _JAC + f'''
+class _Lazy(tuple):
+    def _fill(self):
+        cache = tuple.__getitem__(self, 1)
+        if "J" not in cache:
+            cache["J"] = _jacobians(*cache["inputs"])
+
+    {_DUNDERS[dunder]}
+
+def attention_forward(Q, K, V, mask=None):
+    return _Lazy((_forward(Q, K, V, mask), {{"inputs": (Q, K, V, mask)}}))
+
+def attention_backward(dY, cache):
+    return tuple(np.tensordot(dY, j, axes=dY.ndim) for j in cache["J"])
+'''
+
+
+SELF_COMPUTING_GRADS = _JAC + '''
+class _Grad:
+    """A gradient computed when the driver reads it."""
+    dtype = "float64"
+
+    def __init__(self, dY, cache, i):
+        self.args = dY, cache, i
+
+    def _value(self):
+        dY, cache, i = self.args
+        return np.tensordot(dY, _jacobians(*cache)[i], axes=dY.ndim)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._value()
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self._value()
+
+def attention_forward(Q, K, V, mask=None):
+    return _forward(Q, K, V, mask), (Q, K, V, mask)
+
+def attention_backward(dY, cache):
+    return tuple(_Grad(dY, cache, i) for i in range(3))
+'''
+_FUNCTION_HEAD = "import math\nimport torch\n" + _REBUILD + '''
+def _autograd(q, k, v, mask, dy):
+    a, b, c = (t.detach().requires_grad_(True) for t in (q, k, v))
+    with torch.enable_grad():
+        return torch.autograd.grad(_rebuild(a, b, c, mask), (a, b, c), dy)
+'''
+
+
+def _function(forward, backward):
+    return _FUNCTION_HEAD + f'''
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+{forward}
+        with torch.no_grad():
+            return _rebuild(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+{backward}
+'''
+
+
+_SAVE = "        ctx.save_for_backward(q, k, v)\n        ctx.mask = mask"
+_ZEROS = "        return tuple(torch.zeros_like(t) for t in ctx.saved_tensors) + (None,)"
+HOOK_CHEATS = {
+    # the issue's cheat: a pre-hook of the node registered in forward, ahead of the grader's, does the work
+    "pre-hook": _function(_SAVE + '''
+        def early(grad_outputs):
+            dy = grad_outputs[0]
+            ctx.grads = (_autograd(*ctx.saved_tensors, mask, dy) if dy is not None
+                         else tuple(torch.zeros_like(t) for t in ctx.saved_tensors))
+        ctx.register_prehook(early)''', "        return (*ctx.grads, None)"),
+    # hooks on the inputs replace the gradients the backward returned
+    "input hooks": _function(_SAVE + '''
+        for i, t in enumerate((q, k, v)):
+            t.register_hook(lambda g, i=i: _autograd(q, k, v, mask, ctx.dy)[i] if hasattr(ctx, "dy") else g)''',
+                             "        ctx.dy = dy\n" + _ZEROS),
+    # a post-hook of the node replaces them (inside the old window: it held)
+    "post-hook": _function(_SAVE + '''
+        ctx.register_hook(lambda grads, outs: (*_autograd(*ctx.saved_tensors, mask, outs[0]), None))''', _ZEROS),
+    # a callback run when the backward pass ends fills the returned gradients in place
+    "final callback": _function(_SAVE, '''        saved = ctx.saved_tensors
+        grads = tuple(torch.zeros_like(t) for t in saved)
+
+        def fill():
+            for g, real in zip(grads, _autograd(*saved, ctx.mask, dy)):
+                g.copy_(real)
+
+        torch.autograd.Variable._execution_engine.queue_callback(fill)
+        return (*grads, None)'''),
+}
+LATE_TENSOR = _FUNCTION_HEAD + '''
+class _Late(torch.Tensor):
+    """A placeholder gradient that every torch function reads as the real one, computed when first used."""
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        def real(a):
+            if isinstance(a, _Late):
+                if not hasattr(a, "value"):
+                    *ins, i = a.info
+                    a.value = _autograd(*ins)[i]
+                return a.value
+            return a
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*[real(a) for a in args], **{n: real(a) for n, a in (kwargs or {}).items()})
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.save_for_backward(q, k, v)
+        ctx.mask = mask
+        with torch.no_grad():
+            return _rebuild(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+        out = []
+        for i, t in enumerate(ctx.saved_tensors):
+            late = torch.zeros_like(t).as_subclass(_Late)
+            late.info = (*ctx.saved_tensors, ctx.mask, dy, i)
+            out.append(late)
+        return (*out, None)
+'''
+OBJECT_CHEATS = [(lazy_pair(d), "你的代码抛出了异常") for d in _DUNDERS] + [
+    (SELF_COMPUTING_GRADS, "期望 numpy 数组或 torch.Tensor，得到 其他类型")]
+VARIANTS["attention_backward"]["buggy"] += OBJECT_CHEATS
+VARIANTS["attention_function"]["buggy"] += [(src, BY_HAND + "：AttentionFunction.backward 里用到了 autograd")
+                                            for src in HOOK_CHEATS.values()]
+VARIANTS["attention_function"]["buggy"] += [(LATE_TENSOR, "它们的子类也不行")]
+
+# correct styles beside them: a namedtuple (read through the base type), and the ctx tools of autograd.Function
+_NAMED = "from collections import namedtuple\nForwardOut = namedtuple('ForwardOut', 'Y cache')\n"
+VARIANTS["attention_forward"]["correct"] += [_NAMED + FORWARD.replace("return Y, (Q, K, V, A, Y, s)",
+                                                                      "return ForwardOut(Y, (Q, K, V, A, Y, s))")]
+VARIANTS["attention_backward"]["correct"] += [_NAMED + BACKWARD.replace("return Y, (Q, K, V, A, Y, s)",
+                                                                        "return ForwardOut(Y, (Q, K, V, A, Y, s))")]
+VARIANTS["attention_function"]["correct"] += [
+    FUNCTION.replace("import torch\n", "import torch\nfrom torch.autograd.function import once_differentiable\n")
+    .replace("    @staticmethod\n    def backward", "    @staticmethod\n    @once_differentiable\n    def backward"),
+    FUNCTION.replace("        return dq, dk, dv, None",
+                     "        need_q, need_k, need_v = ctx.needs_input_grad[:3]\n"
+                     "        return dq if need_q else None, dk if need_k else None, dv if need_v else None, None"),
+    FUNCTION.replace("        ctx.save_for_backward(q, k, v, A, y)\n",
+                     "        ctx.save_for_backward(q, k, v, A, y)\n        if mask is not None:\n"
+                     "            ctx.mark_non_differentiable(mask)\n"),
+]

@@ -11,7 +11,7 @@ Verdicts: tables for the engine's staged loop.
 """
 import numpy as np
 
-from ..driver import Driver, lookup, to_numpy
+from ..driver import Driver, items, lookup, to_numpy
 from ..engine import Exercise, Output, fmt, known
 
 NOTEBOOK = "01_self_attention"
@@ -84,10 +84,9 @@ def _call_self_attention(ns, case):
             out = fn(*args)  # the student's own softmax, as written
         except NotImplementedError:
             raise with_library from None  # exercise 1 unanswered: the error is self_attention's own
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"self_attention 应返回 (Y, A) 两个值，得到 {type(out).__name__}")
+    Y, A = items(out, 2, "self_attention 应返回 (Y, A) 两个值")
     changed = any(not np.array_equal(a, case[k]) for a, k in zip(args, ("X", "W_q", "W_k", "W_v")))
-    return {"Y": to_numpy(out[0]), "A": to_numpy(out[1]), "input_changed": changed}
+    return {"Y": to_numpy(Y), "A": to_numpy(A), "input_changed": changed}
 
 
 SELF_ATTENTION = Exercise(

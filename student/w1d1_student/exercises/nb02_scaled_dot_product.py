@@ -4,13 +4,15 @@ attention_function, init_score_std.
 Only inputs and the grader-chosen test functions `f` of numerical_gradient live here; the
 references are on the grader side (autograder/exercises/).
 
-Both backward exercises are hand-written by the formulas of §2.3: while the student's backward runs
-(and, for calls only, the forward that fills its cache), `torch_calls.AutogradUse` watches for autograd
-being reached, and the result carries what it saw under "autograd" (judged in the grader process).
-attention_backward is called by the driver; AttentionFunction.backward is called by autograd's engine,
-so the watch starts in a pre-hook of the output's node and stops in its post-hook, on the thread the
-engine runs the node on, around the student's backward only (the driver's own torch.autograd.grad and
-gradcheck are outside it). Work moved to a Python thread is reported too (the modes see one thread).
+Both backward exercises are hand-written by the formulas of §2.3: `torch_calls.AutogradUse` watches for
+autograd being reached for the whole of each case, from before the student's forward until the outputs are
+plain data, so that whatever runs meanwhile (the student's functions, hooks and callbacks autograd's engine
+runs, finalizers) runs watched; the driver reads returned values by their exact type only (driver.py), so no
+method of a returned object runs at all. The result carries what the watch saw under "autograd", by part
+("forward": the student's forward filling what the backward uses; "backward": the rest), judged in the
+grader process. attention_function's driver runs autograd itself (torch.autograd.grad on the class's output,
+gradcheck): that is the grader's own, the class's backward and every hook in it the student's (AutogradUse).
+Work moved to a Python thread is reported too (the modes see one thread).
 
 Verdicts: tables for the engine's staged loop, with the checks only these exercises have.
 """
@@ -19,8 +21,8 @@ import functools
 import numpy as np
 
 from ..case_inputs import make_f
-from ..driver import Driver, dtype_name, lookup, to_numpy
-from ..engine import MASK_MESSAGES, Exercise, Named, Output, bug_table, compare, fail, fmt, known
+from ..driver import Driver, dtype_name, is_tensor, items, lookup, to_numpy, type_name
+from ..engine import MASK_MESSAGES, Exercise, Named, Output, bug_table, compare, fail, fmt, known, shown_only_public
 from ..torch_calls import AutogradUse, threads_started
 
 NOTEBOOK = "02_scaled_dot_product"
@@ -38,13 +40,14 @@ def _changed(args, case):
     return any(a is not None and not np.array_equal(a, case[n]) for a, n in zip(args, names))
 
 
+FORWARD_RETURNS = "attention_forward 应返回 (Y, cache) 两个值"
+
+
 def _call_forward(ns, case):
     fn = lookup(ns, "attention_forward")
     args = _args(case)
-    out = fn(*args)
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
-    return {"Y": to_numpy(out[0]), "input_changed": _changed(args, case)}
+    Y, _ = items(fn(*args), 2, FORWARD_RETURNS)
+    return {"Y": to_numpy(Y), "input_changed": _changed(args, case)}
 
 
 FORWARD_BUGS = [
@@ -109,27 +112,26 @@ ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), dia
 # attention_backward ──────────────────────────────────────────────────────────
 
 def _make_by_hand(AutogradUse, threads_started):
-    """`run_by_hand(run)`: a driver that calls `run(ns, case, forward, backward)` with two fresh watches (the
-    forward's sees calls only) inside the check for started threads, and adds what they saw to the result.
-    When the student's code raised after reaching autograd, what it reached is the result. The closure
+    """`run_by_hand(run, graph)`: a driver that calls `run(ns, case, use)` with one AutogradUse `use` on for the
+    whole case (graph: see AutogradUse) inside the check for started threads, and adds what they saw to the
+    result. When the student's code raised after reaching autograd, what it reached is the result. The closure
     holds its own references to the watch, so rebinding this module's names does not switch it off."""
 
-    def report(forward, backward, flags):
-        return {"autograd": {"forward": forward.report(), "backward": backward.report()},
-                "used_threads": bool(flags.get("used_threads"))}
+    def report(use, flags):
+        return {"autograd": use.report(), "used_threads": bool(flags.get("used_threads"))}
 
-    def by_hand(run):
+    def by_hand(run, graph):
         def call(ns, case):
-            forward, backward, flags = AutogradUse(graph=False), AutogradUse(), {}
+            use, flags = AutogradUse(graph=graph), {}
             try:
-                with threads_started(flags):
-                    out = run(ns, case, forward, backward)
+                with threads_started(flags), use:
+                    out = run(ns, case, use)
             except Exception:
-                seen = report(forward, backward, flags)
+                seen = report(use, flags)
                 if seen["used_threads"] or any(any(kinds.values()) for kinds in seen["autograd"].values()):
                     return seen  # the use of autograd is the verdict, whatever failed after it
                 raise
-            return {**out, **report(forward, backward, flags)}
+            return {**out, **report(use, flags)}
 
         return call
 
@@ -139,29 +141,17 @@ def _make_by_hand(AutogradUse, threads_started):
 run_by_hand = _make_by_hand(AutogradUse, threads_started)
 
 
-def _watched(use, fn, *args):
-    use.start()
-    try:
-        return fn(*args)
-    finally:
-        use.stop()
-
-
-def _run_backward(ns, case, forward, backward):
+def _run_backward(ns, case, use):
     fwd = lookup(ns, "attention_forward")
     bwd = lookup(ns, "attention_backward")
     args = _args(case)
-    out = _watched(forward, fwd, *args)
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"attention_forward 应返回 (Y, cache) 两个值，得到 {type(out).__name__}")
-    Y, cache = out
+    with use.forward():
+        out = fwd(*args)
+    Y, cache = items(out, 2, FORWARD_RETURNS)
     dY = case["dY"].copy()
-    grads = _watched(backward, bwd, dY, cache)
-    if not isinstance(grads, (tuple, list)) or len(grads) != 3:
-        raise TypeError(f"attention_backward 应返回 (dQ, dK, dV) 三个值，得到 {type(grads).__name__}")
-    res = {"Y": to_numpy(Y), "dQ": to_numpy(grads[0]), "dK": to_numpy(grads[1]), "dV": to_numpy(grads[2]),
-           "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
-    return res
+    dQ, dK, dV = items(bwd(dY, cache), 3, "attention_backward 应返回 (dQ, dK, dV) 三个值")
+    return {"Y": to_numpy(Y), "dQ": to_numpy(dQ), "dK": to_numpy(dK), "dV": to_numpy(dV),
+            "input_changed": _changed(args, case) or not np.array_equal(dY, case["dY"])}
 
 
 BACKWARD_BUGS = bug_table("""
@@ -178,7 +168,7 @@ bwd_unmasked  反向里重算 softmax 时漏掉了掩码：被屏蔽的位置 A 
 
 
 DEAD_KEY_MSG = ("被屏蔽的位置传回了梯度：所有 query 都看不到的 key，它在 dK、dV 里的那一行必须恰好为 0，"
-                "而你的不是（最大绝对值 {:.3g}）。被掩处 A_il = 0，所以 S̄_il = A_il(Ā_il − D_i) = 0。"
+                "而你的不是{}。被掩处 A_il = 0，所以 S̄_il = A_il(Ā_il − D_i) = 0。"
                 "检查：前向要用 -inf（或足够小、使 exp 恰为 0 的数）填充，反向用前向存下的 A。")
 
 
@@ -187,7 +177,7 @@ def dead_keys_get_no_gradient(case, out):
     if dead is None or not dead.any():
         return None
     worst = max(float(np.abs(out[k][dead]).max()) for k in ("dK", "dV"))
-    return fail(f"【{case['stage']}】" + DEAD_KEY_MSG.format(worst)) if worst != 0.0 else None
+    return fail(f"【{case['stage']}】" + DEAD_KEY_MSG.format(shown_only_public(f"（最大绝对值 {worst:.3g}）"))) if worst != 0.0 else None
 
 
 def forward_first(cases, results):
@@ -211,14 +201,14 @@ THREADS_MSG = ("本题的计算在别的线程里运行了：检查只看得见�
 
 
 def _what(seen):
-    """What the kernel saw of autograd, in words ("" when nothing)."""
+    """What the kernel saw of autograd, in the watch's own words ("" when nothing)."""
     parts = []
     if seen.get("calls"):
-        parts.append("调用了 " + "、".join(seen["calls"]))
+        parts.append("调用了 " + ("、".join(n for n in seen["calls"] if n in AutogradUse.WORDS) or "autograd"))
     if seen.get("engine"):
-        parts.append(f"autograd 的引擎在里面跑了一遍反向传播（算子 {seen['engine'][0]}）")
+        parts.append("autograd 的引擎在里面跑了一遍反向传播")
     if seen.get("graph"):
-        parts.append(f"建了计算图：{seen['graph'][0]} 的结果带 grad_fn")
+        parts.append("建了计算图：torch 运算的结果带 grad_fn")
     return "；".join(parts)
 
 
@@ -326,57 +316,46 @@ NUMERICAL_GRADIENT = Exercise(
 
 # attention_function ──────────────────────────────────────────────────────────
 
-def _watching_backward(use):
-    """`hook(y)`: the class's backward, when autograd's engine runs y's node, runs watched by `use`."""
-
-    def pre(grad_outputs):
-        use.start()
-
-    def post(grad_inputs, grad_outputs):
-        use.stop()
-
-    def hook(y):
-        node = getattr(y, "grad_fn", None)
-        if node is not None:
-            node.register_prehook(pre)
-            node.register_hook(post)
-        return y
-
-    return hook
-
-
-def _run_function(ns, case, forward, backward):
-    """Calls torch's own Function.apply on the class (an overridden `apply` is not used) and reports
-    whether the output's grad_fn is the class's own node, so the backward that runs is the student's;
-    the class's forward runs watched by `forward`, its backward by `backward` (module docstring)."""
+def _run_function(ns, case, use):
+    """Calls torch's own Function.apply on the class (an overridden `apply` is not used) and reports whether
+    the output's grad_fn is the class's own node, so the backward that runs is the student's. The class's
+    forward runs as the "forward" part of the watch `use`; torch.autograd.grad and gradcheck are the grader's
+    own (`use.graders()`), the backward and whatever the engine runs in them the student's (module docstring)."""
     import torch
 
-    hook = _watching_backward(backward)
     cls = lookup(ns, "AttentionFunction")
-    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        raise TypeError(f"AttentionFunction 应继承 torch.autograd.Function，得到 {cls!r}")
+    if not (issubclass(type(cls), type) and issubclass(cls, torch.autograd.Function)):
+        raise TypeError(f"AttentionFunction 应是继承 torch.autograd.Function 的类，得到 {type_name(cls)}")
     base_apply = torch.autograd.Function.__dict__["apply"].__func__
     if getattr(cls.apply, "__func__", None) is not base_apply:
         return {"apply_overridden": True}
     plain = functools.partial(base_apply, cls)  # torch's own apply: the class's forward and backward run
+    nodes = []
 
     def apply(*args):
-        return hook(_watched(forward, plain, *args))
+        with use.forward():
+            y = plain(*args)
+        if not is_tensor(y):
+            raise TypeError(f"AttentionFunction.forward 应返回一个 torch.Tensor，得到 {type_name(y)}")
+        nodes.append(use.allow(y))
+        return y
 
     dt = {"float64": torch.float64, "float32": torch.float32}[case["dtype"]]
     q, k, v = (torch.tensor(case[n], dtype=dt, requires_grad=True) for n in ("Q", "K", "V"))
     mask = None if case["mask"] is None else torch.tensor(case["mask"], dtype=torch.bool)
     y = apply(q, k, v, mask)
-    if getattr(type(y.grad_fn), "_forward_cls", None) is not cls:
+    if getattr(type(nodes[0]), "_forward_cls", None) is not cls:
         return {"apply_overridden": False, "own_node": False}
     dy = torch.tensor(case["dY"], dtype=dt)
-    dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
+    with use.graders():
+        dq, dk, dv = torch.autograd.grad(y, (q, k, v), dy)
     out = {"Y": to_numpy(y), "dQ": to_numpy(dq), "dK": to_numpy(dk), "dV": to_numpy(dv),
            "Y_dtype": dtype_name(y), "dQ_dtype": dtype_name(dq), "dK_dtype": dtype_name(dk),
            "dV_dtype": dtype_name(dv), "apply_overridden": False, "own_node": True}
     if case["gradcheck"]:
         inputs = tuple(t.detach().clone().requires_grad_(True) for t in (q, k, v)) + (mask,)
-        ok = torch.autograd.gradcheck(apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
+        with use.graders():
+            ok = torch.autograd.gradcheck(apply, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
         out["gradcheck"] = bool(ok)
     return out
 
@@ -437,9 +416,8 @@ def _call_init(ns, case):
         out = fn(case["d"], case["weight_bound"])
     else:
         out = fn(case["d"], case["weight_bound"], case["input_var"])
-    is_number = isinstance(out, (int, float, np.floating, np.integer)) and not isinstance(out, bool)
-    is_number = is_number or (isinstance(out, np.ndarray) and out.shape == () and out.dtype.kind in "iuf")
-    return {"std": to_numpy(out), "is_number": is_number}
+    std = to_numpy(out)
+    return {"std": std, "is_number": std.shape == () and std.dtype.kind != "b" and type_name(out) not in ("Tensor", "Parameter")}
 
 
 INIT_BUGS = bug_table("""
@@ -470,8 +448,8 @@ INIT_SCORE_STD = Exercise((Output("std", answer="init", tol=(1e-9, 1e-12)),), di
 # grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)
 EXERCISES = {
     "attention_forward": (Driver(("attention_forward",), _call_forward), ATTENTION_FORWARD),
-    "attention_backward": (Driver(("attention_backward",), run_by_hand(_run_backward)), ATTENTION_BACKWARD),
+    "attention_backward": (Driver(("attention_backward",), run_by_hand(_run_backward, graph=True)), ATTENTION_BACKWARD),
     "numerical_gradient": (Driver(("numerical_gradient",), _call_numgrad), NUMERICAL_GRADIENT),
-    "attention_function": (Driver(("AttentionFunction",), run_by_hand(_run_function)), ATTENTION_FUNCTION),
+    "attention_function": (Driver(("AttentionFunction",), run_by_hand(_run_function, graph=False)), ATTENTION_FUNCTION),
     "init_score_std": (Driver(("init_score_std",), _call_init), INIT_SCORE_STD),
 }

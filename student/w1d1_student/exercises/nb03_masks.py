@@ -12,20 +12,17 @@ tensor as its first differing sample.
 import numpy as np
 
 from ..case_inputs import ms_inputs
-from ..driver import Driver, dtype_name, lookup, to_numpy
+from ..driver import Driver, dtype_name, is_tensor, lookup, to_numpy
 from ..engine import Exercise, Output, close, fail, fmt, known, raised, shown_only_public
 
 NOTEBOOK = "03_masks"
+WORDS = ("dq", "dk", "dv")  # what a result names besides types and dtypes (driver.py)
 
 
 # causal_mask ─────────────────────────────────────────────────────────────────
 
-def _is_tensor(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "detach")
-
-
 def _mask_out(m):
-    return {"m": to_numpy(m), "m_dtype": dtype_name(m), "m_is_tensor": _is_tensor(m)}
+    return {"m": to_numpy(m), "m_dtype": dtype_name(m), "m_is_tensor": is_tensor(m)}
 
 
 def _call_causal(ns, case):
@@ -198,7 +195,7 @@ def _call_masked_softmax(ns, case):
     p = fn(scores, mask)
     changed = (not torch.equal(scores.detach(), leaf.detach())) or not np.array_equal(mask.numpy(), case["mask"])
     out = {"p": to_numpy(p), "p_dtype": dtype_name(p), "input_changed": bool(changed)}
-    if getattr(p, "requires_grad", False) and tuple(p.shape) == case["g"].shape:
+    if is_tensor(p) and p.requires_grad and tuple(p.shape) == case["g"].shape:
         (p * torch.tensor(case["g"], dtype=p.dtype)).sum().backward()
     grad = leaf.grad
     out["grad_missing"] = grad is None
@@ -280,7 +277,7 @@ def _ms_rows(c, out):
     rows = ~m.all(-1)
     leaked = got[m & rows[..., None]]
     if leaked.size and np.any(leaked != 0):
-        return fail(f"{stage}被屏蔽的位置不是恰好 0（最大 {np.max(np.abs(leaked)):.3g}）：填充值不够负，"
+        return fail(f"{stage}被屏蔽的位置不是恰好 0{shown_only_public(f'（最大 {np.max(np.abs(leaked)):.3g}）')}：填充值不够负，"
                     "例如 exp(-100) 在 float64 里不是 0。用 torch.finfo(dtype).min 或 -inf 填充。", shown=f"输入：{_ms_show(c)}")
     full = got[~rows]
     if full.size and not np.all(np.isfinite(full)):
@@ -323,7 +320,7 @@ def _call_leftpad(ns, case):
     changed = any(not torch.equal(a.detach(), t.detach()) for a, t in zip(args, leaves))
     changed = changed or not np.array_equal(kp.numpy(), case["kp"])
     out = {"y": to_numpy(y), "y_dtype": dtype_name(y), "input_changed": bool(changed)}
-    if getattr(y, "requires_grad", False) and tuple(y.shape) == case["gy"].shape:
+    if is_tensor(y) and y.requires_grad and tuple(y.shape) == case["gy"].shape:
         y.backward(torch.tensor(case["gy"], dtype=y.dtype))
     missing = []
     for name, t in zip(("dq", "dk", "dv"), leaves):
@@ -332,7 +329,7 @@ def _call_leftpad(ns, case):
             out[name] = np.zeros(case[name[1]].shape)
         else:
             out[name] = to_numpy(t.grad)
-    out["grad_missing"] = ",".join(missing)
+    out["grad_missing"] = missing
     return out
 
 
@@ -393,7 +390,7 @@ def _lp_gradients(c, out):
         return fail(f"{stage}{LP_NAN}", shown=f"输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}",
                     where=f"出错的输出：y（样本 b={b}）")
     if out.get("grad_missing"):
-        return fail(f"{stage}{GRAD_MISSING}（缺少 {out['grad_missing']}）")
+        return fail(f"{stage}{GRAD_MISSING}（缺少 {','.join(out['grad_missing'])}）")
     for name in ("dv", "dk", "dq"):
         g = np.asarray(out[name])
         if not np.all(np.isfinite(g)):

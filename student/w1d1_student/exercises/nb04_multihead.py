@@ -22,11 +22,13 @@ module); for each realistic bug the grader reproduces its output so a mismatch n
 """
 import numpy as np
 
-from ..driver import Driver, dtype_name, lookup, to_numpy
+from ..driver import OTHER, Driver, described, dtype_name, is_tensor, items, lookup, to_numpy, type_name
 from ..engine import MASK_MESSAGES, Exercise, Output, bug_table, fail, fmt, known, shown_only_public
 from ..torch_calls import threads_started, watching
 
 NOTEBOOK = "04_multihead"
+_PARAMS = tuple(f"W_{n}.{kind}" for n in "qkvo" for kind in ("weight", "bias"))
+WORDS = (*_PARAMS, "W_q", "W_k", "W_v", "W_o", "x", "missing")  # what a result names besides types (driver.py)
 
 
 # split_merge_heads ───────────────────────────────────────────────────────────
@@ -40,10 +42,6 @@ def _torch():
 def _tensor(a, dtype):
     torch = _torch()
     return torch.tensor(np.asarray(a), dtype=getattr(torch, dtype))
-
-
-def _is_tensor(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "dtype") and hasattr(x, "detach")
 
 
 def _layout(y, layout, dtype):
@@ -68,8 +66,8 @@ def _call_split(ns, case):
         x = _tensor(case["x"], case["dtype"])
         x0 = x.clone()
         s = split(x, case["h"])
-        if not _is_tensor(s):
-            raise TypeError(f"split_heads 应返回 torch.Tensor，得到 {type(s).__name__}")
+        if not is_tensor(s):
+            raise TypeError(f"split_heads 应返回 torch.Tensor，得到 {type_name(s)}")
         back = merge(s)
         return {"s": to_numpy(s), "s_dtype": dtype_name(s), "roundtrip": to_numpy(back),
                 "roundtrip_dtype": dtype_name(back), "input_changed": not bool((x == x0).all())}
@@ -77,8 +75,8 @@ def _call_split(ns, case):
     y = _layout(case["y"], case["layout"], case["dtype"])
     y0 = y.clone()
     m = merge(y)
-    if not _is_tensor(m):
-        raise TypeError(f"merge_heads 应返回 torch.Tensor，得到 {type(m).__name__}")
+    if not is_tensor(m):
+        raise TypeError(f"merge_heads 应返回 torch.Tensor，得到 {type_name(m)}")
     return {"m": to_numpy(m), "m_dtype": dtype_name(m), "input_contiguous": bool(y.is_contiguous()),
             "input_changed": not bool((y == y0).all())}
 
@@ -151,17 +149,22 @@ def _build(ns, case):
 
 
 def _structure_facts(m):
-    params = list(m.named_parameters())
-    out = {"param_names": sorted(n for n, _ in params), "param_count": int(sum(p.numel() for _, p in params))}
+    """The module's parameter names (one of _PARAMS, else OTHER), parameter count, d_model, n_heads and the
+    kinds of its four projections, read by exact type (driver.py)."""
+    torch = _torch()
+    names, count = [], 0
+    for pair in m.named_parameters():
+        name, p = items(pair, 2, "named_parameters() 应给出 (名字, 参数) 两个值")
+        names.append(name if type(name) is str and name in _PARAMS else OTHER)
+        count += p.numel() if is_tensor(p) else 0
+    out = {"param_names": sorted(names), "param_count": int(count)}
     for attr in ("d_model", "n_heads"):
         val = getattr(m, attr, None)
-        out[attr] = int(val) if isinstance(val, (int, np.integer)) and not isinstance(val, bool) else None
-    torch = _torch()
+        out[attr] = int(val) if type_name(val) in ("int", "int32", "int64") else None
     kinds = {}
     for name in ("W_q", "W_k", "W_v", "W_o"):
         lin = getattr(m, name, None)
-        kinds[name] = ("Linear" if isinstance(lin, torch.nn.Linear) else "missing" if lin is None
-                       else type(lin).__name__)
+        kinds[name] = "missing" if lin is None else "Linear" if issubclass(type(lin), torch.nn.Linear) else type_name(lin)
     out["linear_kinds"] = kinds
     return out
 
@@ -197,13 +200,10 @@ def _run_forward(m, case):
     x = _tensor(case["x"], case["dtype"])
     x0 = x.clone()
     mask = _mask_tensor(case)
-    out = _forward(m, x, mask, True)
-    if not isinstance(out, (tuple, list)) or len(out) != 2:
-        raise TypeError(f"need_weights=True 时应返回 (y, attn) 两个值，得到 {type(out).__name__}")
-    y, attn = out
+    y, attn = items(_forward(m, x, mask, True), 2, "need_weights=True 时应返回 (y, attn) 两个值")
     plain = _forward(m, x, mask, False)
     res = {"y": to_numpy(y), "y_dtype": dtype_name(y), "attn": to_numpy(attn), "attn_dtype": dtype_name(attn),
-           "plain_is_tuple": isinstance(plain, (tuple, list)),
+           "plain_is_tuple": issubclass(type(plain), (tuple, list)),
            "input_changed": not bool((x == x0).all())}
     if mask is not None:
         res["mask_changed"] = not np.array_equal(mask.numpy(), case["mask"])
@@ -216,8 +216,8 @@ def _run_backward(m, case):
     torch = _torch()
     x = _tensor(case["x"], case["dtype"]).requires_grad_(True)
     y = _forward(m, x, _mask_tensor(case), False)
-    if isinstance(y, (tuple, list)):
-        raise TypeError("need_weights=False（默认）时应只返回 y，不是元组")
+    if not is_tensor(y):
+        raise TypeError(f"need_weights=False（默认）时应只返回 y（torch.Tensor），得到 {described(y)}")
     dy = _tensor(case["dy"], case["dtype"])
     with torch.enable_grad():
         y.backward(dy)
@@ -226,7 +226,7 @@ def _run_backward(m, case):
     for mod, kind in names:
         p = getattr(getattr(m, mod), kind)
         key = f"g_{mod}_{kind}"
-        if p.grad is None:
+        if not is_tensor(p) or p.grad is None:
             missing.append(f"{mod}.{kind}")
             res[key] = np.zeros(tuple(p.shape))
         else:
@@ -349,7 +349,7 @@ def _structure(case, out):
                     f"\n得到：{kinds}")
     if out.get("d_model") != d or out.get("n_heads") != h:
         return fail(f"【{stage}】要在 __init__ 里保存 self.d_model = {d}、self.n_heads = {h}；"
-                    f"得到 d_model={out.get('d_model')}, n_heads={out.get('n_heads')}。")
+                    + shown_only_public(f"得到 d_model={out.get('d_model')}, n_heads={out.get('n_heads')}。"))
     want = sorted(f"W_{n}.{k}" for n in "qkvo" for k in (("weight", "bias") if bias else ("weight",)))
     names = list(out.get("param_names") or [])
     if names != want:
@@ -366,7 +366,7 @@ def _structure(case, out):
     if out.get("param_count") != count:
         formula = "4d²+4d" if bias else "4d²"
         return fail(f"【{stage}】参数量应为 {formula}{shown_only_public(f' = {count}')}（与头数无关：切分而不是复制），"
-                    f"得到 {out.get('param_count')}。每个 nn.Linear 都是 (d_model, d_model)。")
+                    + shown_only_public(f"得到 {out.get('param_count')}。") + "每个 nn.Linear 都是 (d_model, d_model)。")
     return None
 
 
@@ -405,12 +405,12 @@ def _forward_extras(case, out):
         return fail(f"【{stage}】need_weights=False 与 need_weights=True 得到的 y 不一样。")
     rows = np.abs(attn.sum(-1) - 1).max()
     if rows > (1e-5 if case["dtype"] == "float32" else 1e-12):
-        return fail(f"【{stage}】注意力权重每行的和应为 1，最大偏差 {rows:.2e}。")
+        return fail(f"【{stage}】注意力权重每行的和应为 1{shown_only_public(f'，最大偏差 {rows:.2e}')}。")
     if case.get("mask") is not None:
         blocked = np.broadcast_to(case["mask"], attn.shape)
         worst = float(np.abs(attn[blocked]).max()) if blocked.any() else 0.0
         if worst != 0.0:
-            return fail(f"【{stage}】被屏蔽位置的权重必须恰好为 0，得到最大 {worst:.3g}。"
+            return fail(f"【{stage}】被屏蔽位置的权重必须恰好为 0{shown_only_public(f'，得到最大 {worst:.3g}')}。"
                         "把被屏蔽的分数填成 -inf 或 torch.finfo(dtype).min 再做 softmax（不要用 -100 这类不够小的数）。")
     return None
 
@@ -462,7 +462,6 @@ MHA = Exercise(
 PROPERTIES = ("row_sum", "masked", "single_head", "equivariance", "sdpa")
 ZERO, CLEAR = 1e-6, 1e-4  # a correct class: every value ≤ ZERO; a bug: each property that sees it > CLEAR (or NaN)
 LIMITS = {ZERO: "1e-6", CLEAR: "1e-4"}
-_NUMBER_TYPES = {float: "float", int: "int", np.float64: "numpy.float64", np.float32: "numpy.float32"}
 
 
 def _class_under_test(source):
@@ -474,16 +473,18 @@ def _class_under_test(source):
 
 
 def _number(value):
-    """(a returned value as a float, its type's name) by its exact type: int, float, a numpy float or a
-    one-element tensor; (None, name) for anything else (the name of a type the student wrote is not shown)."""
-    kind = type(value)
-    if kind in _NUMBER_TYPES:
-        return float(value), _NUMBER_TYPES[kind]
-    torch = _torch()
-    if kind is torch.Tensor and value.numel() == 1 and value.dtype.is_floating_point:
-        return float(value.detach().double().reshape(())), "torch.Tensor"
-    known_kinds = {bool: "bool", str: "str", type(None): "None", list: "list", tuple: "tuple", dict: "dict"}
-    return None, "torch.Tensor" if kind is torch.Tensor else known_kinds.get(kind, "其他类型")
+    """(a returned value as a float, its type's name from the vocabulary) by its exact type: a Python or numpy
+    number or a one-element floating tensor; (None, name) for anything else."""
+    name = dtype_name(value) if is_tensor(value) or type(value) is np.ndarray else type_name(value)
+    if type(value) is bool or type_name(value) == OTHER:
+        return None, name
+    try:
+        arr = to_numpy(value)
+    except TypeError:
+        return None, name
+    if arr.size != 1 or arr.dtype.kind != "f" and not isinstance(value, (int, float, np.integer)):
+        return None, name
+    return float(arr.reshape(())), name
 
 
 def _call_selfcheck(ns, case):
@@ -578,7 +579,7 @@ def _mutants(case, out):
 def _selfcheck_error(case, res):
     err = res.get("error", "") if isinstance(res, dict) else ""
     if "source code" in err or "built-in class" in err or "could not find class definition" in err:
-        return fail(f"【{case['stage']}】{MSG_SOURCE}（你的代码读源代码时抛出了 {err.split(':', 1)[0].strip()}）")
+        return fail(f"【{case['stage']}】{MSG_SOURCE}（你的代码读源代码时出错了）")
     return None
 
 

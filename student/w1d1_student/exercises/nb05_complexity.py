@@ -1,13 +1,13 @@
 """Exercises of notebook 05 (§5): flops, attn_memory, generation_flops.
 
 Counts must be exact integers, so the outputs travel as Python ints (JSON keeps them exact, even
-beyond int64) together with the name of the type the student returned.
+beyond int64) together with the name of the type the student returned (from driver.py's vocabulary).
 
 Verdicts: exact integer counts — tables for the engine's staged loop.
 """
-import numbers
+import numpy as np
 
-from ..driver import Driver, lookup
+from ..driver import OTHER, Driver, is_tensor, lookup, type_name
 from ..engine import Exercise, Number, bug_table, known
 
 NOTEBOOK = "05_complexity"
@@ -16,18 +16,17 @@ NOTEBOOK = "05_complexity"
 # flops ───────────────────────────────────────────────────────────────────────
 
 def _number(x):
-    """(value, type name): ints stay exact Python ints, reals become floats, anything else a string."""
-    name = type(x).__name__
-    if isinstance(x, bool):
+    """(value, type name), by x's exact type: a Python int or bool stays an exact int, a float a float; a numpy
+    number, 0-d array or 0-d tensor gives its item; anything else None (the value of no number)."""
+    name = type_name(x)
+    if type(x) is bool or type(x) is int:
         return int(x), name
-    if isinstance(x, numbers.Integral):
-        return int(x), name
-    if isinstance(x, numbers.Real):
-        return float(x), name
-    if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:  # 0-d torch / numpy scalar
+    if type(x) is float:
+        return x, name
+    if issubclass(type(x), np.generic) and name != OTHER or type(x) is np.ndarray and x.ndim == 0 or is_tensor(x) and x.ndim == 0:
         v = x.item()
-        return (int(v) if isinstance(v, int) else float(v)), name
-    return repr(x)[:80], name
+        return (int(v) if type(v) is int or type(v) is bool else float(v)), name
+    return None, name
 
 
 def _call_flops(ns, case):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..driver import Driver, dtype_name, lookup, to_numpy
+from ..driver import Driver, described, dtype_name, is_tensor, items, lookup, to_numpy, type_name
 from ..engine import Exercise, Output, fail, fmt, known, shown_only_public
 from ..torch_calls import watching
 
@@ -45,8 +45,8 @@ def _make_sdpa_calls(watching):
         def seen(name, args, kwargs):
             mask = _arg(args, kwargs, "attn_mask", 3, None)
             p = _arg(args, kwargs, "dropout_p", 4, 0.0)
-            calls.append({"is_causal": bool(_arg(args, kwargs, "is_causal", 5, False)),
-                          "dropout_p": float(p), "has_mask": mask is not None,
+            calls.append({"is_causal": bool(to_numpy(_arg(args, kwargs, "is_causal", 5, False))),
+                          "dropout_p": float(to_numpy(p)), "has_mask": mask is not None,
                           "mask_dtype": dtype_name(mask) if mask is not None else ""})
 
         with watching(("scaled_dot_product_attention",), seen):
@@ -85,7 +85,7 @@ def _call_sdpa(ns, case):
     with torch.random.fork_rng(devices=[]), sdpa_calls() as calls:
         torch.manual_seed(case["torch_seed"])
         y = fn(q, k, v, **kwargs)
-    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": is_tensor(y),
             "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)), **_summary(calls)}
 
 
@@ -149,7 +149,8 @@ def _sdpa_flags(case, out):
                          "数学后端会直接报错，CPU 上的 flash 内核碰巧接受并合并——换台机器、换个 dtype 就可能报错。"
                          "要自己把 mask 和因果掩码合成一个 attn_mask（屏蔽 = mask 或 j > i），is_causal 保持 False。")
     if not case["training"] and out.get("max_dropout_p", 0.0) > 0:
-        return _at(case, f"training=False 时仍把 dropout_p={out['max_dropout_p']:g} 传给了 SDPA："
+        value = shown_only_public(f"={out['max_dropout_p']:g}")
+        return _at(case, f"training=False 时仍把 dropout_p{value} 传给了 SDPA："
                          "SDPA 不看 train/eval，推理时也会随机丢弃。要写 dropout_p=dropout_p if training else 0.0。")
     return None
 
@@ -218,7 +219,7 @@ def _call_decode(ns, case):
     before = [t.clone() for t in inputs]
     with sdpa_calls() as calls:
         y = fn(*inputs)
-    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": is_tensor(y),
             "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)), **_summary(calls)}
 
 
@@ -255,6 +256,9 @@ def _param(module, name):
     return None if p is None else to_numpy(p)
 
 
+_OUT_PROJ = (nn.modules.linear.NonDynamicallyQuantizableLinear, nn.Linear)
+
+
 def _call_to_torch(ns, case):
     cls = lookup(ns, "MultiHeadAttention")
     convert = lookup(ns, "to_torch_mha")
@@ -266,16 +270,16 @@ def _call_to_torch(ns, case):
             if case["bias"]:
                 layer.bias.copy_(_tensor(case[name + "_bias"], layer.bias.dtype))
     tm = convert(mha)
-    if not isinstance(tm, nn.MultiheadAttention):
-        raise TypeError(f"to_torch_mha 应返回 nn.MultiheadAttention，得到 {type(tm).__name__}")
-    if tm.in_proj_weight is None:
+    if type(tm) is not nn.MultiheadAttention or not any(type(tm.out_proj) is t for t in _OUT_PROJ):
+        raise TypeError(f"to_torch_mha 应返回 nn.MultiheadAttention（它本身，不是子类），得到 {type_name(tm)}")
+    if not is_tensor(tm.in_proj_weight):
         raise TypeError("返回的 nn.MultiheadAttention 没有合并的 in_proj_weight（不要给 kdim/vdim）")
+    weights = {"in_proj_weight": _param(tm, "in_proj_weight"), "in_proj_bias": _param(tm, "in_proj_bias"),
+               "out_proj_weight": _param(tm.out_proj, "weight"), "out_proj_bias": _param(tm.out_proj, "bias")}
     x = _tensor(case["x"], tm.in_proj_weight.dtype)
-    out = tm(x, x, x, need_weights=False)
-    y = out[0] if isinstance(out, (tuple, list)) else out
-    return {"y": to_numpy(y), "batch_first": bool(tm.batch_first), "num_heads": int(tm.num_heads),
-            "in_proj_weight": _param(tm, "in_proj_weight"), "in_proj_bias": _param(tm, "in_proj_bias"),
-            "out_proj_weight": _param(tm.out_proj, "weight"), "out_proj_bias": _param(tm.out_proj, "bias")}
+    y, _ = items(tm(x, x, x, need_weights=False), 2, "nn.MultiheadAttention 应返回 (y, weights)")
+    return {"y": to_numpy(y), "batch_first": tm.batch_first is True,
+            "num_heads": tm.num_heads if type(tm.num_heads) is int else -1, **weights}
 
 
 def _module_flags(case, out):
@@ -283,7 +287,8 @@ def _module_flags(case, out):
         return _at(case, "没有设 batch_first=True：nn.MultiheadAttention 默认输入是 (T, B, d)，"
                          "直接喂 (B, T, d) 不报错，却把 batch 当成了序列。")
     if out["num_heads"] != case["n_heads"]:
-        return _at(case, f"头数不对：期望 num_heads={case['n_heads']}（mha.n_heads），得到 {out['num_heads']}。")
+        return _at(case, f"头数不对：期望 num_heads={case['n_heads']}（mha.n_heads）"
+                         + shown_only_public(f"，得到 {out['num_heads']}") + "。")
     return None
 
 
@@ -382,10 +387,10 @@ def _call_forward(ns, case):
         kwargs["causal"] = case["causal"]
     before = [t.clone() for t in inputs]
     y = fn(tm, x, **kwargs)
-    if isinstance(y, (tuple, list)):
-        raise TypeError(f"torch_mha_forward 应只返回 y，得到长度为 {len(y)} 的 {type(y).__name__}："
+    if issubclass(type(y), (tuple, list)):
+        raise TypeError(f"torch_mha_forward 应只返回 y，得到{described(y)}："
                         "nn.MultiheadAttention 返回 (y, weights)，要取出 y")
-    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": isinstance(y, torch.Tensor),
+    return {"y": to_numpy(y), "y_dtype": dtype_name(y), "y_is_tensor": is_tensor(y),
             "input_changed": any(not torch.equal(a, b) for a, b in zip(inputs, before)),
             "mha_calls": len(tm.calls), "need_weights": any(c["need_weights"] for c in tm.calls),
             "self_attention": all(c["self_attention"] for c in tm.calls)}

@@ -78,6 +78,7 @@ import hashlib
 import io
 import keyword
 import re
+import symtable
 import textwrap
 import warnings
 from dataclasses import dataclass, field
@@ -319,9 +320,22 @@ def _definitions(source):
 
 
 def _names_in(tree):
-    """The names a tree uses, and the strings in it that are names (`globals()["_Base"]`)."""
-    return {n.id if isinstance(n, ast.Name) else n.value for n in ast.walk(tree) if isinstance(n, ast.Name)
-            or (isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier())}
+    """The global names a tree uses (by Python's scope rules: a parameter or local of its own functions is not
+    one, so `x` in `forward(self, x)` never pulls in another cell's `x = ...`), and the strings in it that are
+    names (`globals()["_Base"]`)."""
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+               and n.value.isidentifier()}
+    try:
+        tables = [symtable.symtable(ast.unparse(tree), "<answer>", "exec")]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return strings | {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names = set()
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        names |= {s.get_name() for s in table.get_symbols()
+                  if s.is_referenced() and (table.get_type() == "module" or s.is_global())}
+    return strings | names
 
 
 def _used_names(source):

@@ -56,6 +56,10 @@ def report(classes, request, tmp_path_factory):
     return run, out
 
 
+def _exercise(grade_id):
+    return grade_id.removeprefix("test_").split("__")[0]
+
+
 def _rows(folder):
     with open(folder / "similarity.csv", newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -63,8 +67,8 @@ def _rows(folder):
 
 def test_the_hidden_copy_earns_its_points_and_is_listed_beside_its_source(report):
     run, folder = report
-    worth = sum(pts for gid, pts in graded_cells(NB)[0] if gid.removeprefix("test_").split("__")[0] == "mha")
-    got = sum(s for (sid, nb, gid), s in run.scores.items() if sid == "copy_hidden" and "mha" in gid)
+    worth = sum(pts for gid, pts in graded_cells(NB)[0] if _exercise(gid) == "mha")
+    got = sum(s for (sid, nb, gid), s in run.scores.items() if sid == "copy_hidden" and _exercise(gid) == "mha")
     assert worth > 0 and got == worth
     pairs = {frozenset((r["a"], r["b"])) for r in _rows(folder) if r["grade_id"] == "mha" and r["kind"] != "not_compared"}
     assert frozenset(("copy_author", "copy_hidden")) in pairs

@@ -19,8 +19,8 @@ from autograder.checks import make_cases, with_answers
 from tests.test_mutations import VARIANTS
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
-# the labels under which a public message shows values; a grid of a bool mask
-VALUE_LABELS = re.compile(r"输入：|期望的|期望：|期望（|你的 `|你的：|\[ [✗·]")
+# the labels under which a public message shows values; a grid of a bool mask; a self-check's `name = value`
+VALUE_LABELS = re.compile(r"输入：|期望的|期望：|期望（|你的 `|你的：|\[ [✗·]|有错：[a-z_]+ = ")
 
 
 def _significant(token):

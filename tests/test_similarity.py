@@ -202,6 +202,14 @@ def test_a_copy_moved_into_another_exercises_cell_is_compared_where_it_is_used()
                                     "c": "h = 1\nunused = 2\n"})["a"] == "def f():\n    return g()\n\n\ndef g():\n    return h\n\nh = 1"
 
 
+def test_a_local_name_lends_nothing_from_another_cell():
+    """Only names that reach the cell's globals pull in another cell's code: `x` of `forward(self, x)` and a
+    local `d` are not the self-check's `x = torch.randn(...)` (that took a short mha past the length rule)."""
+    mha = "class M(nn.Module):\n    def forward(self, x):\n        d = x.shape[-1]\n        return x * d + scale\n"
+    other = "def check(M):\n    x = torch.randn(2, 3)\n    d = 5\n    return M()(x)\nscale = 2.0\n"
+    assert similarity.with_helpers({"mha": mha, "check": other})["mha"] == mha + "\n\nscale = 2.0"
+
+
 def test_the_class_report_compares_each_answer_with_its_helpers():
     from types import SimpleNamespace
 

@@ -16,9 +16,9 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
 from w1d1_student.cell_source import check_calls
 
-from . import forbidden_calls, provenance, timing
+from . import forbidden_calls, provenance, sandbox_check, timing
 from .checks import judge_payload
-from .sandbox import SandboxKernelManager
+from .sandbox import SandboxKernelManager, SandboxUnavailable
 
 VERDICT_ENAME = "检查未通过"
 VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
@@ -75,6 +75,7 @@ class SandboxedExecute(Execute):
         if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
             SandboxedExecute._seen_first = True
             timing.record("process start to first notebook", timing.since_process_start() or 0.0)
+        self._refuse_without_sandbox()
         self._reset()
         self._run = grading_cells(nb)
         for i in self._run:
@@ -84,6 +85,15 @@ class SandboxedExecute(Execute):
         if self._case_file is not None:
             resources[CASES_KEY] = self._case_file
         return nb, resources
+
+    def _refuse_without_sandbox(self):
+        """Plain nbgrader: no notebook is graded where the sandbox cannot run (sandbox_check, once per process;
+        the grading command checks before its workers start)."""
+        managers = self.config.SandboxKernelManager
+        if timing.WHO["student"] is None and managers.get("sandbox", True):
+            refused = sandbox_check.checked(managers.get("zygote", False))
+            if refused is not None:
+                raise SandboxUnavailable(refused.cause, refused.advice)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():

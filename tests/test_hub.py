@@ -196,6 +196,10 @@ def test_class_on_jupyterhub(hub, tmp_path):
     def mark(what):
         print(f"[hub test] {time.monotonic() - t0:6.1f} s  {what}", flush=True)
 
+    # the instructor's nbgrader runs the class's copy of the grader, wherever the admin cloned the repo (under /root
+    # the hub's instructor could not read it)
+    config = (home(room.instructor) / ".jupyter" / "nbgrader_config.py").read_text()
+    assert str(REPO) not in config and str(room.grader / "nbgrader_config.py") in config, config
     instructor(room, f"nbgrader generate_assignment {ASSIGNMENT} --force && nbgrader release_assignment {ASSIGNMENT}")
 
     mark("released")

@@ -18,7 +18,7 @@ from w1d1_student.cell_source import check_calls
 
 from . import forbidden_calls, provenance, sandbox_check, timing
 from .checks import judge_payload
-from .sandbox import SandboxKernelManager, SandboxUnavailable
+from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
 VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
@@ -92,8 +92,8 @@ class SandboxedExecute(Execute):
         managers = self.config.SandboxKernelManager
         if timing.WHO["student"] is None and managers.get("sandbox", True):
             refused = sandbox_check.checked(managers.get("zygote", False))
-            if refused is not None:
-                raise SandboxUnavailable(refused.cause, refused.advice)
+            if refused is not None:  # a fresh one each time: raised again, one object would pile up tracebacks
+                raise type(refused)(refused.cause, refused.advice)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():

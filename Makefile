@@ -104,7 +104,7 @@ HUB_PREFIX ?= /opt/w1d1-hub
 HUB_PORT ?= 8000
 HUB_PYTHON ?= /usr/bin/python3.11
 STUDENT_ENV := $(HUB_PREFIX)/student
-INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(notdir $(CURDIR))
+INSTRUCTOR_ENV ?= $(HUB_PREFIX)/instructor-$(shell basename "$(CURDIR)" | LC_ALL=C tr -c 'A-Za-z0-9._\n-' _)
 HUB_PROXY := deploy/node_modules/.bin/configurable-http-proxy
 
 .PHONY: hub hub-clean hub-envs student-env instructor-env hub-root hub-load

@@ -28,7 +28,8 @@ from .intake import list_students, read_submission
 from .notes import Note, for_page, from_data, printable, quoted
 from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
 from .regrading import carry_over, grader_version, plan
-from .sandbox import SandboxUnavailable, describe_limits, probe
+from .sandbox import SandboxUnavailable, describe_limits
+from .sandbox_check import probe
 from .student_ids import safe_folders, student_id
 
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
@@ -134,11 +135,10 @@ def _stop_helper_processes():
 def _check_sandbox(sandbox, log):
     if sandbox:
         try:
-            probe()
+            probe(zygote=True)
         except SandboxUnavailable as exc:
-            raise GradingError("!!! 无法建立沙箱（bubblewrap），拒绝评分：学生代码将能读取答案和成绩库。\n"
-                               f"    原因：{exc}\n    安装 bubblewrap（apt-get install bubblewrap），"
-                               "或确认风险后加 --no-sandbox。") from exc
+            raise GradingError("!!! 学生代码的沙箱无法运行，拒绝评分（没有沙箱，学生代码能读到答案和成绩库）。\n"
+                               f"    原因：{exc.cause}\n    怎么办：{exc.advice}。确认风险后也可以加 --no-sandbox。") from exc
         log(describe_limits())
     else:
         log("!!! 警告：--no-sandbox —— 学生代码以评分者的权限运行，没有任何隔离。")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import repair
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from .intake_chain import REFUSED, course_notebook, file_kind, read_bytes, read_notebook
+from .intake_chain import REFUSED, copy_regular, course_notebook, file_kind, open_regular, read_notebook
 from .notes import Note, printable, quoted
 
 MAX_DEPTH = 16                     # folder levels read inside a student folder
@@ -31,7 +31,7 @@ class Submission:
 @dataclass
 class Entry:
     rel: str            # path inside the student folder, as printable text (notes.printable)
-    kind: str           # "file", "symlink", "special", "big", "deep"
+    kind: str           # "file", "symlink", "special", "big", "huge" (a notebook), "deep"
     path: Path
 
 
@@ -48,7 +48,7 @@ def scan(folder):
             rel = prefix + printable(e.name)
             st = e.stat(follow_symlinks=False)
             if not stat.S_ISDIR(st.st_mode):
-                found.append(Entry(rel, file_kind(st), Path(e.path)))
+                found.append(Entry(rel, file_kind(st, notebook=e.name.endswith(".ipynb")), Path(e.path)))
             elif depth >= MAX_DEPTH:
                 found.append(Entry(rel + "/", "deep", Path(e.path)))
             elif e.name != ".ipynb_checkpoints":
@@ -63,7 +63,8 @@ def fingerprint(folder):
     for e in scan(folder):
         if e.kind == "file":
             try:
-                prints[e.rel] = hashlib.sha256(read_bytes(e.path)).hexdigest()
+                with open_regular(e.path) as fh:
+                    prints[e.rel] = hashlib.file_digest(fh, "sha256").hexdigest()
             except OSError:
                 prints[e.rel] = "unreadable"
         else:
@@ -160,10 +161,10 @@ def graded_copies(entries, known):
 
 def _take_notebook(sub, e, name, taken, known, source_ids, dest):
     """Copy one notebook file, byte for byte, into `dest` under its notebook's name: nbgrader's chain
-    reads and repairs it there (autograder/intake_chain.py), as on every path. A file under another
+    reads and repairs it there (autograder/intake_chain.py; one over 20 MB without its outputs), as on every
+    path. A file under another
     name is taken as a renamed notebook when its cells are one notebook's and no file carries that
     notebook's name (`taken`)."""
-    data = read_bytes(e.path)
     if name not in known:
         nb, _ = read_notebook(e.path)
         ids = set(_grade_ids(nb)) if nb is not None else set()
@@ -181,6 +182,6 @@ def _take_notebook(sub, e, name, taken, known, source_ids, dest):
         name = match[0]
         taken.add(name)
     target = dest / f"{name}.ipynb"
-    target.write_bytes(data)
+    copy_regular(e.path, target)
     sub.notebooks[name] = target
     sub.broken.pop(name, None)

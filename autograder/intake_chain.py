@@ -4,8 +4,9 @@
 notebook with `SubmissionReader` and repair it with `RepairSubmission` before any other nbgrader step:
 
 - `SubmissionReader` (the Autograde exporter) reads a regular file only (no link, device or
-  oversized file), as UTF-8 JSON with every string made encodable, within a cell limit; a notebook it
-  cannot read is replaced by the released one (it scores 0) and says why;
+  oversized file; a notebook over 20 MB without its saved outputs, in bounded memory, and says so), as UTF-8
+  JSON with every string made encodable, within a cell limit; a notebook it cannot read is replaced by the
+  released one (it scores 0) and says why;
 - `RepairSubmission` runs autograder/repair.py and stores the notes in the notebook's metadata
   (`OWN_KEY`), where the feedback exporter shows them.
 """
@@ -20,42 +21,75 @@ import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 from w1d1_student.cell_scope import OWN_KEY
+from w1d1_student.lean_notebook import TooBig, size_text, without_outputs
 
 from . import repair
 from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from .notes import is_printable, printable, quoted
 
-MAX_FILE_BYTES = 20 * 2**20        # one submitted file
+MAX_FILE_BYTES = 20 * 2**20        # one submitted file; a notebook over it is read without its outputs
+MAX_NOTEBOOK_BYTES = 256 * 2**20   # a notebook file read at all (outputs dropped as it is read, in bounded memory)
 MAX_CELLS = 2000                   # the released notebooks have about a hundred
 NOTES = "w1d1_notes"               # resources key: notes gathered while reading
 REFUSED = {"symlink": "是符号链接", "special": "不是普通文件（设备、FIFO 或套接字）",
-           "big": f"超过 {MAX_FILE_BYTES // 2**20} MB"}
+           "big": f"超过 {MAX_FILE_BYTES // 2**20} MB",
+           "huge": f"超过 {MAX_NOTEBOOK_BYTES // 2**20} MB（这么大的笔记本不读取：清除输出后再交）"}
 
 
 class Unreadable(Exception):
     pass
 
 
-def file_kind(st):
-    """"file", or why a file is refused: "symlink", "special", "big"."""
+def file_kind(st, notebook=False):
+    """"file", or why a file is refused: "symlink", "special", "big" (a notebook: "huge")."""
     if stat.S_ISLNK(st.st_mode):
         return "symlink"
     if not stat.S_ISREG(st.st_mode):
         return "special"
+    if notebook:
+        return "huge" if st.st_size > MAX_NOTEBOOK_BYTES else "file"
     return "big" if st.st_size > MAX_FILE_BYTES else "file"
 
 
-def read_bytes(path):
-    """A regular file's bytes, refusing links and special files even if swapped in after a check."""
+def open_regular(path):
+    """A regular file opened for reading, refusing links and special files even if swapped in after a check."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError("不是普通文件")
-        data = fh.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        raise OSError(f"超过 {MAX_FILE_BYTES // 2**20} MB")
-    return data
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise OSError("不是普通文件")
+    return fh
+
+
+def copy_regular(path, target, limit=MAX_NOTEBOOK_BYTES):
+    """Copy a regular file (as open_regular reads it) of at most `limit` bytes to `target`, in chunks."""
+    with open_regular(path) as src, open(target, "wb") as dst:
+        copied = 0
+        while chunk := src.read(2**20):
+            copied += len(chunk)
+            if copied > limit:
+                raise OSError(f"超过 {limit // 2**20} MB")
+            dst.write(chunk)
+
+
+def notebook_bytes(path):
+    """(a notebook file's bytes, None), or over MAX_FILE_BYTES (its bytes without outputs, a note saying so), read
+    in bounded memory (w1d1_student.lean_notebook); raises TooBig where even that is too big."""
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= MAX_FILE_BYTES:
+            data = fh.read(MAX_FILE_BYTES + 1)
+            if len(data) <= MAX_FILE_BYTES:
+                return data, None
+            size, data = len(data), None
+            fh.seek(0)
+        try:
+            lean = without_outputs(fh, MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES)
+        except TooBig as exc:
+            raise TooBig(f"文件有 {size_text(size)}，超过 {MAX_FILE_BYTES // 2**20} MB 的上限，{exc}") from None
+    note = (f"{quoted(os.path.basename(path))} 有 {size_text(size)}，超过 {MAX_FILE_BYTES // 2**20} MB 的上限："
+            "评分时删掉了保存的输出（评分不看输出），其余照常评分。")
+    return lean, note
 
 
 # what each cell and output type may hold (nbformat 4.5); anything else Jupyter opens but the schema refuses
@@ -125,17 +159,24 @@ def parse_notebook(data):
     return nb
 
 
-def read_notebook(path):
-    """(notebook, None) or (None, why it cannot be graded) for the file at `path`."""
+def read_notebook(path, notes=None):
+    """(notebook, None) or (None, why it cannot be graded) for the file at `path`; a note on how it was read (a
+    notebook over MAX_FILE_BYTES is read without its outputs) goes to `notes`."""
     try:
-        kind = file_kind(os.lstat(path))
+        kind = file_kind(os.lstat(path), notebook=True)
         if kind != "file":
             return None, REFUSED[kind]
-        return parse_notebook(read_bytes(path)), None
+        data, note = notebook_bytes(path)
+        nb = parse_notebook(data)
+    except TooBig as exc:
+        return None, str(exc)
     except Unreadable as exc:
         return None, f"文件损坏或不是合法的笔记本：{exc}"
     except OSError as exc:
         return None, type(exc).__name__
+    if note and notes is not None:
+        notes.append(note)
+    return nb, None
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,7 +203,7 @@ class SubmissionReader(NotebookExporter):
             resources["metadata"]["modified_date"] = datetime.datetime.fromtimestamp(mtime).strftime("%B %d, %Y")
         except OSError:
             pass
-        nb, why = read_notebook(filename)
+        nb, why = read_notebook(filename, resources.setdefault(NOTES, []))
         if nb is None:
             nb = course_notebook(RELEASE_DIR, name)
             resources.setdefault(NOTES, []).append(f"{quoted(basename)} 无法读取（{why}），按未作答的发布版评分，这本笔记本记 0 分。")

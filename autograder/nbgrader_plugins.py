@@ -16,7 +16,7 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_scope import OWN_KEY, grading_cells
 from w1d1_student.cell_source import check_calls
 
-from . import forbidden_calls, provenance, timing
+from . import forbidden_calls, provenance, sandbox_check, timing
 from .checks import judge_payload
 from .exercises import CARRIES
 from .sandbox import SandboxKernelManager
@@ -99,6 +99,7 @@ class SandboxedExecute(Execute):
         if not SandboxedExecute._seen_first and timing.WHO["student"] is None:  # plain nbgrader's own start
             SandboxedExecute._seen_first = True
             timing.record("process start to first notebook", timing.since_process_start() or 0.0)
+        self._refuse_without_sandbox()
         self._reset()
         self._run = grading_cells(nb)
         for i in self._run:
@@ -108,6 +109,15 @@ class SandboxedExecute(Execute):
         if self._case_file is not None:
             resources[CASES_KEY] = self._case_file
         return nb, resources
+
+    def _refuse_without_sandbox(self):
+        """Plain nbgrader: no notebook is graded where the sandbox cannot run (sandbox_check, once per process;
+        the grading command checks before its workers start)."""
+        managers = self.config.SandboxKernelManager
+        if timing.WHO["student"] is None and managers.get("sandbox", True):
+            refused = sandbox_check.checked(managers.get("zygote", False))
+            if refused is not None:  # a fresh one each time: raised again, one object would pile up tracebacks
+                raise type(refused)(refused.cause, refused.advice)
 
     async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
         if cell.cell_type != "code" or not cell.source.strip():

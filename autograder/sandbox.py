@@ -34,7 +34,7 @@ from traitlets import Bool, Integer, List, Unicode, default
 from w1d1_student.runner import CASES_ENV
 
 from . import cgroup_limits, no_processes, timing, zygote
-from .course import ASSIGNMENT, RELEASE_DIR
+from .course import ASSIGNMENT, RELEASE_DIR, REPO
 from .kernel_messages import MAX_FRAME_BYTES, BoundedSession
 
 HOME = "/home/student"
@@ -61,13 +61,57 @@ ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID", "CAP_
 
 
 class SandboxUnavailable(RuntimeError):
-    pass
+    """Why no sandbox can run here (`cause`, the real one) and what to do about it (`advice`)."""
+
+    def __init__(self, cause, advice="把这个原因报告给课程维护者"):
+        super().__init__(f"{cause}\n    怎么办：{advice}")
+        self.cause, self.advice = cause, advice
+
+
+def _under(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+@functools.lru_cache(maxsize=1)
+def python_layout():
+    """(folders bound read-only at their real paths, [(path, its real path)] made as symlinks): what the
+    interpreter needs, wherever it is and however it is reached (a venv through a symlink, a conda prefix, a
+    standard library through links): its prefixes, its executable, and the folders of its own sys.path that lie
+    in them (never the grader's additions, such as the repo). Raises SandboxUnavailable where a folder it needs
+    holds the course: the sandbox would show the answers."""
+    given = {os.path.abspath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    on_path = {os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)}
+    needed = given | {p for p in on_path if any(_under(p, g) for g in given)}
+    executable = os.path.abspath(sys.executable)
+    reals = {os.path.realpath(p) for p in needed} | {os.path.dirname(os.path.dirname(os.path.realpath(executable)))}
+    reals |= {os.path.dirname(lib) for lib in _loaded_libpython()}
+    roots = []
+    for real in sorted(reals):
+        if not _under(real, "/usr") and not any(_under(real, r) for r in roots):
+            roots.append(real)
+    for root in roots:
+        if _under(str(REPO), root):
+            raise SandboxUnavailable(f"评分用的 Python 环境 {root} 包含课程文件夹 {REPO}：沙箱会让学生代码读到答案",
+                                     "把虚拟环境建在课程文件夹里（make venv）或另一个不包含它的地方")
+    links = []
+    for path in sorted(needed | {executable}):
+        real = os.path.realpath(path)
+        if real != path and not any(_under(path, f) for f in [*roots, "/usr", *(p for p, _ in links)]):
+            links.append((path, real))
+    return roots, links
+
+
+def _loaded_libpython():
+    """The real path of the libpython this interpreter runs on, where it is a shared build (its run path may
+    point outside its prefix)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split(None, 5)[-1].strip() for line in maps if "/libpython" in line}
+    return {os.path.realpath(p) for p in paths if os.path.basename(p).startswith("libpython") and os.path.isfile(p)}
 
 
 def _python_roots():
-    """Folders the interpreter needs: the venv and the base installation."""
-    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent.parent}
-    return sorted(str(r) for r in roots if not str(r).startswith("/usr"))
+    """Folders the interpreter needs (python_layout), bound at their real paths."""
+    return python_layout()[0]
 
 
 def hidden_paths():
@@ -149,10 +193,14 @@ def own_uid_works():
         return False
 
 
+TOOL_PACKAGES = {"bwrap": "bubblewrap", "prlimit": "util-linux", "setpriv": "util-linux"}
+
+
 def _tool(name):
     path = shutil.which(name)
     if not path:
-        raise SandboxUnavailable(f"找不到 {name}（bubblewrap、util-linux）")
+        package = TOOL_PACKAGES[name]
+        raise SandboxUnavailable(f"找不到 {name}（{package} 里的程序）", f"安装 {package}（apt-get install {package}）")
     return path
 
 
@@ -191,7 +239,7 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=Non
     try:
         program = no_processes.write_program(filter_dir or _filter_folder())
     except no_processes.UnsupportedArch as exc:
-        raise SandboxUnavailable(str(exc)) from exc
+        raise SandboxUnavailable(str(exc), "在 x86_64 或 aarch64 的机器上评分") from exc
     args = [] if zygote else ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program]
     args += [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
              f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
@@ -213,6 +261,8 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=Non
             args += ["--ro-bind", etc, etc]
     for root in _python_roots():
         args += ["--ro-bind", root, root]
+    for path, real in python_layout()[1]:
+        args += ["--symlink", real, path]
     stub = Path(inbox or tempfile.gettempdir()) / f"{HIDDEN_MODULES[0]}.py"
     for path in hidden_paths():
         if os.path.isdir(path):
@@ -256,7 +306,7 @@ def _with_parent_dirs(args):
     i = 0
     while i < len(args):
         op = args[i]
-        width = 3 if op in ("--ro-bind", "--bind") else 2 if op in ("--tmpfs", "--proc", "--dev") else 0
+        width = 3 if op in ("--ro-bind", "--bind", "--symlink") else 2 if op in ("--tmpfs", "--proc", "--dev") else 0
         if width:
             dest = args[i + width - 1]
             for parent in reversed(Path(dest).parents):
@@ -268,7 +318,7 @@ def _with_parent_dirs(args):
                     while at >= 2 and out[at - 2] in ("--perms", "--size"):  # options of this mount
                         at -= 2
                     out[at:at] = ["--perms", "0755", "--dir", p]
-            if width == 3:  # a bind brings its folders along; a fresh tmpfs is empty
+            if op in ("--ro-bind", "--bind"):  # a bind brings its folders along; a fresh tmpfs is empty
                 mounted.append(dest)
         out.append(op)
         i += 1
@@ -296,17 +346,6 @@ def describe_limits(limits=None):
             f"单个文件 {limits.file_mb} MiB；无网络。")
 
 
-def probe():
-    """Raise SandboxUnavailable unless a confined python can start here."""
-    try:
-        cmd = bwrap_command([sys.executable, "-c", "print('ok')"], None, None, Limits(cpu_seconds=30))
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(str(exc)) from exc
-    if out.returncode != 0 or out.stdout.strip() != "ok":
-        raise SandboxUnavailable(out.stderr.strip()[-500:] or f"exit {out.returncode}")
-
-
 def warm_zygote(config=None):
     """Start this process's zygote now, for kernels of `config` (default: the defaults, forking)."""
     if config is None:
@@ -317,7 +356,24 @@ def warm_zygote(config=None):
     SandboxKernelManager(config=config)
 
 
-def _start_zygote(limits, imports):
+def _kept_in_fresh_folders(fresh):
+    """What a forked kernel puts back after it mounts its fresh `fresh` folders (zygote_inside.py), as bwrap_command
+    placed it in the zygote's: the python folders and links that lie in them (a venv under /tmp), the folders above."""
+    roots, links = python_layout()
+    keep, made = [], set()
+    for kind, path, *target in [*(("mount", r) for r in roots), *(("symlink", p, real) for p, real in links)]:
+        top = next((f for f in fresh if path != f and _under(path, f)), None)
+        if top is None:
+            continue
+        for parent in map(str, reversed(Path(path).parents)):
+            if parent != top and _under(parent, top) and parent not in made:
+                made.add(parent)
+                keep.append(["dir", parent])
+        keep.append([kind, path, *target])
+    return keep
+
+
+def _start_zygote(limits, imports, stderr=None):
     """A zygote (zygote.py) in a sandbox like a kernel's, importing `imports` once for every kernel it forks."""
     root, inbox, filters = (Path(tempfile.mkdtemp(prefix=p)) for p in ("w1d1r-", "w1d1in-", "w1d1s-"))
     root.chmod(0o711)  # each kernel's socket folder is its uid's alone
@@ -325,7 +381,7 @@ def _start_zygote(limits, imports):
     cmd = bwrap_command([sys.executable, "-c", zygote.INSIDE_SOURCE, WORKDIR, INBOX], inbox, root, limits,
                         own_uid=True, filter_dir=filters, zygote=True)
     sizes = {WORKDIR: limits.work_mb * MB, "/tmp": limits.tmp_mb * MB, "/dev/shm": limits.shm_mb * MB}
-    return zygote.Zygote(cmd, inbox, [root, inbox, filters], sizes, imports)
+    return zygote.Zygote(cmd, inbox, [root, inbox, filters], sizes, imports, _kept_in_fresh_folders(sizes), stderr)
 
 
 def _remove_all(leftovers):

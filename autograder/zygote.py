@@ -93,12 +93,15 @@ class Zygote:
     """One zygote: its sandbox (`cmd`, bwrap as sandbox.bwrap_command(zygote=True) makes it), its pipes, and the
     folders it owns (`runtime_root`, where its kernels' socket folders go, first), removed when it stops."""
 
-    def __init__(self, cmd, cwd, folders, sizes, imports):
-        """cmd: the zygote's command line, less its last argument (the fd it replies on)."""
+    def __init__(self, cmd, cwd, folders, sizes, imports, keep=(), stderr=None):
+        """cmd: the zygote's command line, less its last argument (the fd it replies on); sizes: {fresh folder of a
+        kernel's: its size}; keep: what a kernel puts back in them (sandbox._kept_in_fresh_folders); stderr: where
+        the zygote's own errors go (default: the grader's)."""
         self.runtime_root, self._folders, self._sizes = Path(folders[0]), [Path(f) for f in folders], sizes
+        self._keep = list(keep)
         self._replies, write_end = os.pipe()
         try:  # the zygote's own errors reach the grader's stderr; its kernels write fds 1 and 2 to /dev/null
-            self._proc = subprocess.Popen([*cmd, str(write_end)], stdin=subprocess.PIPE, cwd=str(cwd),
+            self._proc = subprocess.Popen([*cmd, str(write_end)], stdin=subprocess.PIPE, cwd=str(cwd), stderr=stderr,
                                           pass_fds=(write_end,), start_new_session=True)
         finally:
             os.close(write_end)
@@ -136,7 +139,8 @@ class Zygote:
         a file of the student's. Returns its ForkedKernel."""
         if self.pid_ns is None:
             self.pid_ns = self._receive()["ready"]
-        self._send({"cmd": list(cmd), "uid": uid, "env": env, "sizes": self._sizes, "runtime_dir": runtime_dir})
+        self._send({"cmd": list(cmd), "uid": uid, "env": env, "sizes": self._sizes, "keep": self._keep,
+                    "runtime_dir": runtime_dir})
         ns_pid = self._receive()["pid"]
         host_pid = _host_pid(ns_pid, self.pid_ns)
         kernel = ForkedKernel(host_pid)

@@ -27,7 +27,7 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 PR_SET_MM, PR_SET_MM_MAP = 35, 14
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # the same number on x86-64 and AArch64
-AT_FDCWD, OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH, MNT_DETACH = -100, 1, 4, 2
+AT_FDCWD, OPEN_TREE_CLONE, AT_RECURSIVE, MOVE_MOUNT_F_EMPTY_PATH, MNT_DETACH = -100, 1, 0x8000, 4, 2
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 24, 22, 2
 CAP_VERSION_3 = 0x20080522
 LAST_CAP = 63
@@ -72,15 +72,27 @@ def _loopback_up():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP))
 
 
-def _private_folders(workdir, sizes, runtime_dir):
+def _clone(path, flags=0):
+    fd = LIBC.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | flags | os.O_CLOEXEC)
+    if fd < 0:
+        _check(fd, f"open_tree {path}")
+    return fd
+
+
+def _attach(fd, path):
+    _check(LIBC.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(), MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {path}")
+    os.close(fd)
+
+
+def _private_folders(workdir, sizes, runtime_dir, keep):
     """Fresh tmpfs folders of the child's own; of the zygote's socket folders, only the child's (its path kept);
-    IPC objects, network and host name of its own too."""
+    what `keep` lists in them put back as the zygote had it (python folders, with their own mounts, links and the
+    folders above them: a venv under /tmp); IPC objects, network and host name of its own too."""
     _check(LIBC.unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS), "unshare")
     _loopback_up()
     _check(LIBC.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    own = LIBC.syscall(SYS_OPEN_TREE, AT_FDCWD, runtime_dir.encode(), OPEN_TREE_CLONE | os.O_CLOEXEC)
-    if own < 0:
-        _check(own, "open_tree")
+    own = _clone(runtime_dir)
+    kept = {path: _clone(path, AT_RECURSIVE) for kind, path, *_ in keep if kind == "mount"}
     for path, mode in ((workdir, "0777"), ("/tmp", "1777"), ("/dev/shm", "1777")):
         _check(LIBC.umount2(path.encode(), MNT_DETACH), f"umount {path}")  # the zygote's, with its socket folders
         options = f"mode={mode},size={sizes[path]}".encode()
@@ -88,9 +100,16 @@ def _private_folders(workdir, sizes, runtime_dir):
     _check(LIBC.umount2(b"/dev/pts", MNT_DETACH), "umount /dev/pts")  # terminals of its own, as bwrap --dev gives
     _check(LIBC.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
                       b"newinstance,ptmxmode=0666,mode=620"), "mount /dev/pts")
+    for kind, path, *target in keep:
+        if kind == "symlink":
+            os.symlink(target[0], path)
+            continue
+        os.mkdir(path)
+        os.chmod(path, 0o755)
+        if kind == "mount":
+            _attach(kept[path], path)
     os.makedirs(runtime_dir, mode=0o755)
-    _check(LIBC.syscall(SYS_MOVE_MOUNT, own, b"", AT_FDCWD, runtime_dir.encode(), MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
-    os.close(own)
+    _attach(own, runtime_dir)
     os.chdir(workdir)
 
 
@@ -158,7 +177,7 @@ def _become_kernel(request, workdir, inbox, program, go, stdin):
     os.dup2(stdin, 0)  # a pipe nobody writes to, as jupyter_client gives a kernel
     os.close(stdin)
     carried = _tmp_files()
-    _private_folders(workdir, request["sizes"], request["runtime_dir"])
+    _private_folders(workdir, request["sizes"], request["runtime_dir"], request["keep"])
     if os.read(go, 1) != b"1":  # the grader moved this process into its cgroup (or has none for it)
         raise OSError("no go")
     os.close(go)
@@ -174,6 +193,11 @@ def _become_kernel(request, workdir, inbox, program, go, stdin):
     _fresh_seeds()
     prog = SockFprog(len(program) // 8, program)
     _check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+    if request["cmd"][1] == "-c":  # cmd: python -c PROGRAM ARGS (the start-up check, autograder/sandbox_check.py)
+        sys.argv = ["-c", *request["cmd"][3:]]
+        sys.path[0] = ""
+        exec(compile(request["cmd"][2], "<string>", "exec"), {"__name__": "__main__"})
+        return
     sys.argv = [sys.argv[0], *request["cmd"][3:]]  # cmd: python -m ipykernel_launcher ARGS
     sys.path[0] = workdir  # as `python -m` puts it
     threading._counter = itertools.count(1).__next__  # thread names from Thread-1, as in a fresh interpreter

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -28,10 +29,14 @@ PROXY = DEPLOY / "node_modules" / ".bin" / "configurable-http-proxy"
 HUB_CONFIG = DEPLOY / "jupyterhub_config.py"
 STUDENT_HIDDEN_EXTENSIONS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                              "@jupyter/nbgrader:course-list")
+# what the instructor's nbgrader runs from (the course's configuration, grader, answers and release), copied out of
+# the repo for the class: wherever the admin cloned it (/root, a home folder), the instructor reads the copy
+GRADER_PARTS = ("nbgrader_config.py", "autograder", "solutions", "notebooks", "student")
 
 # nbgrader leaves a file over this size (kB) out of a submission (its default is 100 MB): one student's
-# big file does not fill the shared exchange
-MAX_FILE_KB = 20000
+# big file does not fill the shared exchange; a notebook over it goes in without its outputs (w1d1_student.exchange).
+# 20 MiB, under the grader's bound of a notebook read as it is (autograder.intake_chain.MAX_FILE_BYTES)
+MAX_FILE_KB = 20971
 
 # JupyterLab defaults for the class: no news prompt over the notebook; every cell kept in the page
 LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
@@ -52,7 +57,7 @@ class Classroom:
 
     def __post_init__(self):
         self.prefix = Path(self.prefix)
-        self.instructor_env = Path(self.instructor_env or self.prefix / f"instructor-{REPO.name}")
+        self.instructor_env = Path(self.instructor_env or self.prefix / f"instructor-{checkout_tag()}")
 
     @property
     def student_env(self):
@@ -70,6 +75,11 @@ class Classroom:
     @property
     def exchange(self):
         return self.state / "exchange"
+
+    @property
+    def grader(self):
+        """The class's copy of the course's grading side (GRADER_PARTS), the instructor's group's alone."""
+        return self.state / "grader"
 
     @property
     def users(self):
@@ -93,6 +103,10 @@ class Classroom:
         for env in (self.student_env, self.instructor_env):
             if not (env / "bin" / "jupyterhub-singleuser").exists():
                 raise SystemExit(f"{env} is missing: run `make hub` (it builds both environments)")
+            closed = closed_to_users(env)
+            if closed:
+                raise SystemExit(f"{env} 的用户读不到 {closed}（{oct(closed.stat().st_mode & 0o777)}）：班级的用户用这个环境运行 "
+                                 f"Jupyter。运行 chmod -R a+rX {env}（或在 umask 022 下重新 make hub）")
         self.state.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state, 0o755)
         passwords = {user: create_user(user) for user in self.users}
@@ -111,10 +125,30 @@ class Classroom:
         course = home / COURSE
         (home / ".jupyter").mkdir(exist_ok=True)
         course.mkdir(exist_ok=True)
+        if self.close_repo:
+            self._copy_grader()
         (home / ".jupyter" / "nbgrader_config.py").write_text(
-            instructor_nbgrader_config(course, self.exchange, grading=self.close_repo))
+            instructor_nbgrader_config(course, self.exchange, grading=self.close_repo, grader=self.grader))
         for path in (home / ".jupyter", home / ".jupyter" / "nbgrader_config.py", course):
             shutil.chown(path, self.instructor, self.instructor)
+
+    def _copy_grader(self):
+        """GRADER_PARTS of the repo into `grader`: readable by the instructor's group only, whatever the repo's folder."""
+        shutil.rmtree(self.grader, ignore_errors=True)
+        self.grader.mkdir()
+        os.chmod(self.grader, 0o750)
+        os.chown(self.grader, 0, pwd.getpwnam(self.instructor).pw_gid)
+        skip = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints")
+        for part in GRADER_PARTS:
+            if (REPO / part).is_dir():
+                shutil.copytree(REPO / part, self.grader / part, ignore=skip)
+            else:
+                shutil.copy2(REPO / part, self.grader / part)
+        for folder, dirs, files in os.walk(self.grader):
+            for name in dirs:
+                os.chmod(Path(folder) / name, 0o755)
+            for name in files:
+                os.chmod(Path(folder) / name, 0o644)
 
     def _configure_students(self):
         write_student_config(self.student_config, self.exchange)
@@ -199,11 +233,12 @@ class Classroom:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def instructor_nbgrader_config(course, exchange, grading=True):
-    """The repo's own nbgrader configuration (sandboxed autograde, judges), with the course folder elsewhere;
-    grading=False: the exchange and the course folder only (a class that releases and collects, no answers)."""
-    repo = (f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})\n"
-            f"c.CourseDirectory.source_directory = {str(REPO / 'solutions')!r}\n") if grading else ""
+def instructor_nbgrader_config(course, exchange, grading=True, grader=REPO):
+    """The course's own nbgrader configuration in `grader` (the repo, or the class's copy of it: sandboxed
+    autograde, judges), with the course folder elsewhere; grading=False: the exchange and the course folder only
+    (a class that releases and collects, no answers)."""
+    repo = (f"load_subconfig({str(Path(grader) / 'nbgrader_config.py')!r})\n"
+            f"c.CourseDirectory.source_directory = {str(Path(grader) / 'solutions')!r}\n") if grading else ""
     return ("# written by deploy/classroom.py: the course's nbgrader configuration for the instructor\n" + repo +
             f"c.CourseDirectory.root = {str(course)!r}\n"
             f"c.CourseDirectory.course_id = {COURSE!r}\n"
@@ -229,6 +264,23 @@ def write_student_config(etc, exchange):
                                                "nbgrader.server_extensions.course_list": False}}}))
     (etc / "labconfig" / "page_config.json").write_text(json.dumps(
         {"disabledExtensions": {ext: True for ext in STUDENT_HIDDEN_EXTENSIONS}}))
+
+
+def checkout_tag():
+    """The repo folder's name as a file name (each byte outside [A-Za-z0-9._-] a `_`, as the Makefile's `tr`)."""
+    return re.sub(rb"[^A-Za-z0-9._-]", b"_", os.fsencode(REPO.name)).decode()
+
+
+def closed_to_users(env):
+    """The first folder or file of environment `env` (the folders above it, its python and the folders above that,
+    its libraries, Jupyter's data) that another user cannot enter or read, or None."""
+    python = Path(os.path.realpath(env / "bin" / "python"))
+    above = [*reversed(env.parents), *reversed(python.parents)]
+    steps = [env, env / "bin", python, *sorted(env.glob("lib/python3*/site-packages")), env / "share" / "jupyter"]
+    for path in dict.fromkeys(above + steps):
+        if path.exists() and not path.stat().st_mode & (0o001 if path.is_dir() else 0o004):
+            return path
+    return None
 
 
 def free_port():

@@ -3,7 +3,9 @@
 It calls what a student's server calls: nbgrader's AssignmentList (the Assignments panel's fetch and
 submit) and jupyter_server's FileContentsManager (JupyterLab's save). Steps, in order:
     fetch | answer:TEXT (save 01 with TEXT in the softmax answer cell) | fill (write until the disk is
-    full) | unfill | ready:DIR (say so, then wait for DIR/go) | submit | bigfile:MIB (a file in w1d1/)
+    full) | unfill | ready:DIR (say so, then wait for DIR/go) | submit | bigfile:MIB (a file in w1d1/) |
+    outputs:MIB (save 01 with MIB MiB of printed output under its softmax answer) | source:MIB (save 01 with a
+    scratch cell of MIB MiB of code)
 One JSON line per step: {"user", "step", "ok", "error"}; stops at the first failed step (exit status 1).
 `--students a,b,...` (as root): nbgrader imported once, then each student in a forked child of their own uid.
 Copied next to the class (students cannot read the repo); needs JUPYTER_CONFIG_PATH of the class.
@@ -33,16 +35,31 @@ def exchange(action):
         raise RuntimeError(result["value"].strip().splitlines()[-1])
 
 
-def answer(text):
+def saved(change):
+    """Save 01 as JupyterLab does, after `change(notebook, the softmax answer cell)`."""
     from jupyter_server.services.contents.filemanager import FileContentsManager
 
     contents = FileContentsManager(root_dir=str(HOME))
     path = f"{ASSIGNMENT}/{NOTEBOOK}.ipynb"
     model = contents.get(path)
-    for cell in model["content"]["cells"]:
-        if cell["metadata"].get("nbgrader", {}).get("grade_id") == GRADE_ID:
-            cell["source"] = text
-    contents.save({"type": "notebook", "format": "json", "content": model["content"]}, path)
+    nb = model["content"]
+    change(nb, next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == GRADE_ID))
+    contents.save({"type": "notebook", "format": "json", "content": nb}, path)
+
+
+def answer(text):
+    saved(lambda nb, cell: cell.update(source=text))
+
+
+def outputs(mib):
+    lines = [f"step {i:08d}\n" for i in range(mib * 2**20 // 14)]
+    saved(lambda nb, cell: cell.update(outputs=[{"output_type": "stream", "name": "stdout", "text": lines}]))
+
+
+def scratch_source(mib):
+    from nbformat.v4 import new_code_cell
+
+    saved(lambda nb, cell: nb["cells"].append(new_code_cell("# x = 1\n" * (mib * 2**20 // 8))))
 
 
 def fill():
@@ -84,6 +101,10 @@ def step(name, arg):
         wait_go(arg)
     elif name == "bigfile":
         (HOME / ASSIGNMENT / "big.bin").write_bytes(b"\0" * (int(arg) * 2**20))
+    elif name == "outputs":
+        outputs(int(arg))
+    elif name == "source":
+        scratch_source(int(arg))
     else:
         raise ValueError(name)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
 
 NB = "01_self_attention"
 MARKER = Path("/tmp") / f"w1d1-pwned-{uuid.uuid4().hex[:8]}"
@@ -107,8 +107,9 @@ def softmax(x, axis=-1):
     put("snoop", solved(softmax=_answers()["softmax"] + f"""
 import os, glob
 found = []
-for pattern in ["/work/*/solutions/*.py", "/work/*/gradebook.db", "/root/*", "/work/*/*/gradebook.db",
-                "../../../gradebook.db", "../../../../solutions/w1d1_attention.py"]:
+for pattern in ["/work/*/solutions/*.py", "/work/*/gradebook.db", "/root/*/*", "/work/*/*/gradebook.db",
+                "../../../gradebook.db", "../../../../solutions/w1d1_attention.py", {str(REPO / "*")!r},
+                {str(REPO / "solutions" / "*")!r}]:
     found += glob.glob(pattern)
 print("FOUND", found)
 open({str(MARKER)!r}, "w").write("x")  # a private /tmp: must not reach the grader's /tmp

@@ -1,6 +1,6 @@
 """Faults at nbgrader's exchange of a class on one machine (deploy.classroom, no hub needed):
 twenty students submitting within the same second, one student's home disk full, one student's
-oversized file. Students act as themselves through tests/exchange_student.py (what their server calls).
+oversized file, a notebook over the size limit. Students act as themselves through tests/exchange_student.py (what their server calls).
 The exchange is a 64 MiB tmpfs and the full home an 8 MiB one, mounted for the test and removed after.
 Needs root (users, mounts).
 """
@@ -40,7 +40,7 @@ def room():
     tag = f"{os.getpid() % 100000}"
     # the repo left open: test_hub's class, which may run beside this one, closes it to its own instructor
     room = Classroom(instructor=f"w1x{tag}-teacher", port=free_port(), name=f"xfault-{tag}", close_repo=False,
-                     students=[f"w1x{tag}-s{i:02d}" for i in range(1, SUBMITTERS + 5)])
+                     students=[f"w1x{tag}-s{i:02d}" for i in range(1, SUBMITTERS + 7)])
     build_environments(room)
     mounts = []
     try:
@@ -185,3 +185,41 @@ def test_a_full_exchange_is_said_and_leaves_no_half_submission(room):
     assert rc == 0, (steps, err)
     room.run_as(room.instructor, f"nbgrader collect {ASSIGNMENT}", check=True)
     assert collected_answer(room, late) == answer_of(late)
+
+
+def submitted_notebook(room, name):
+    (submission,) = inbound(room, name)
+    return submission / f"{NOTEBOOK}.ipynb"
+
+
+def test_a_notebook_over_the_limit_arrives_without_its_outputs(room):
+    """A notebook with 25 MiB of printed output (nbgrader's max_file_size is 20 MB): nbgrader alone left it out of
+    the submission with a log line only. It arrives without its outputs, the student is told so in one line, their
+    own notebook is unchanged, and the teacher collects the answer."""
+    name = room.students[SUBMITTERS + 4]
+    rc, steps, err = as_student(room, name, "fetch", f"answer:{answer_of(name)}", "outputs:25")
+    assert rc == 0, (steps, err)
+    own = Path(pwd.getpwnam(name).pw_dir) / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    size = own.stat().st_size
+    rc, steps, _ = as_student(room, name, "submit")
+    said = steps["submit"]["error"]
+    assert rc == 1 and f"`{NOTEBOOK}.ipynb`（{size / 2**20:.1f} MB）超过了 20.0 MB 的上限" in said, steps
+    assert "提交已经送到老师那里" in said and "删掉了保存的输出" in said and "\n" not in said, said
+    arrived = submitted_notebook(room, name)
+    assert arrived.stat().st_size < 2**20 and own.stat().st_size == size
+    assert all(c.get("outputs", []) == [] for c in nbformat.read(arrived, as_version=4).cells)
+    room.run_as(room.instructor, f"nbgrader collect {ASSIGNMENT}", check=True)
+    assert collected_answer(room, name) == answer_of(name)
+
+
+def test_a_notebook_still_over_the_limit_without_outputs_is_not_submitted_and_says_why(room):
+    """25 MiB of code in a scratch cell: without its outputs it is still over the limit, so nothing is submitted
+    (a submission without the notebook would reach the teacher empty), and the student is told why in one line."""
+    name = room.students[SUBMITTERS + 5]
+    rc, steps, err = as_student(room, name, "fetch", f"answer:{answer_of(name)}", "source:25")
+    assert rc == 0, (steps, err)
+    rc, steps, _ = as_student(room, name, "submit")
+    said = steps["submit"]["error"]
+    assert rc == 1 and said.endswith("这一份没有送到老师那里；删掉不需要的大段内容后再提交（你的笔记本还在你自己的目录里）。"), steps
+    assert f"提交没有完成：`{NOTEBOOK}.ipynb` 有 " in said and "去掉输出以后仍超过 20.0 MB" in said, said
+    assert inbound(room, name) == []

@@ -196,6 +196,10 @@ def test_class_on_jupyterhub(hub, tmp_path):
     def mark(what):
         print(f"[hub test] {time.monotonic() - t0:6.1f} s  {what}", flush=True)
 
+    # the instructor's nbgrader runs the class's copy of the grader, wherever the admin cloned the repo (under /root
+    # the hub's instructor could not read it)
+    config = (home(room.instructor) / ".jupyter" / "nbgrader_config.py").read_text()
+    assert str(REPO) not in config and str(room.grader / "nbgrader_config.py") in config, config
     instructor(room, f"nbgrader generate_assignment {ASSIGNMENT} --force && nbgrader release_assignment {ASSIGNMENT}")
 
     mark("released")
@@ -214,8 +218,8 @@ def test_class_on_jupyterhub(hub, tmp_path):
     mark("ben submitted")
     # file permissions, checked as the students themselves
     course = room.course_dir()
-    for target in (course, course / "gradebook.db", REPO / "solutions", pwd.getpwnam(ben).pw_dir,
-                   room.exchange / COURSE / "inbound"):
+    for target in (course, course / "gradebook.db", REPO / "solutions", room.grader / "solutions",
+                   pwd.getpwnam(ben).pw_dir, room.exchange / COURSE / "inbound"):
         run = as_user(room, ann, f"ls {target}")
         assert run.returncode != 0 and "Permission denied" in run.stderr, f"{ann} can read {target}"
     assert "w1d1" in as_user(room, ann, "ls ~").stdout
@@ -270,7 +274,8 @@ def test_class_on_jupyterhub(hub, tmp_path):
     t.close()
 
     # the class report of the hub's course folder: the buggy student's mistake named, the hand grade counted
-    instructor(room, f"cd {REPO} && python -m autograder report --course {course} --out ~/report")
+    # from the class's copy of the grader: the instructor never needs the admin's checkout (here: {REPO})
+    instructor(room, f"cd {room.grader} && python -m autograder report --course {course} --out ~/report")
     with open(home(room.instructor) / "report" / "diagnoses.csv", newline="", encoding="utf-8") as fh:
         diagnosed = [r for r in csv.DictReader(fh) if r["grade_id"] == GRADE_ID]
     assert {r["student_id"] for r in diagnosed} == {ben}, diagnosed

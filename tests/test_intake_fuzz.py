@@ -14,7 +14,7 @@ from nbgrader.nbgraderformat import MetadataValidator
 from autograder import repair
 from autograder.course import ASSIGNMENT, RELEASE_DIR
 from autograder.intake import list_students, read_submission
-from autograder.intake_chain import MAX_FILE_BYTES
+from autograder.intake_chain import MAX_NOTEBOOK_BYTES
 from autograder.notes import for_page, stored_in, texts
 from autograder.repair import META_TYPES
 from autograder.reports import csv_safe
@@ -122,7 +122,8 @@ def test_links_special_and_big_files_are_refused(tmp_path):
     folder.mkdir()
     os.symlink(secret, folder / f"{gc.NB}.ipynb")
     os.mkfifo(folder / "02_scaled_dot_product.ipynb")
-    (folder / "03_masks.ipynb").write_bytes(b" " * (MAX_FILE_BYTES + 1))
+    with open(folder / "03_masks.ipynb", "wb") as fh:  # sparse: over the bound of a notebook read at all
+        fh.truncate(MAX_NOTEBOOK_BYTES + 1)
     (folder / "sub").mkdir()
     os.symlink("/etc", folder / "sub" / "etc")
     known = [gc.NB, "02_scaled_dot_product", "03_masks"]

@@ -31,7 +31,7 @@ from pathlib import Path
 import zmq
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode, default
-from w1d1_student.runner import CASES_ENV
+from w1d1_student.runner import CASES_ENV, COMPANION_STUB, COMPANIONS
 
 from . import cgroup_limits, no_processes, timing, zygote
 from .course import ASSIGNMENT, RELEASE_DIR, REPO
@@ -40,13 +40,6 @@ from .kernel_messages import MAX_FRAME_BYTES, BoundedSession
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
 INBOX = f"{HOME}/.submission"             # read-only copies the working folder is filled from
-HIDDEN_MODULES = ("w1day1_checks", "w1d1_attention")
-STUB_TEXT = '''"""评分时没有这个模块：答案必须自己实现。"""
-
-
-def __getattr__(name):
-    raise AttributeError(f"评分时 {__name__} 不可用（用到了 `{name}`）：答案必须在答案单元格里自己实现。")
-'''
 RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
@@ -121,7 +114,7 @@ def hidden_paths():
     installed copy in site-packages included) and their compiled caches next to them."""
     found = set()
     dirs = {p for p in sys.path if p and os.path.isdir(p)}
-    for name in HIDDEN_MODULES:
+    for name in COMPANIONS:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -135,7 +128,7 @@ def hidden_paths():
             if spec.origin and os.path.isfile(spec.origin):
                 dirs.add(os.path.dirname(spec.origin))
     for d in dirs:
-        for name in HIDDEN_MODULES:
+        for name in COMPANIONS:
             for p in [Path(d) / f"{name}.py", Path(d) / name]:
                 if p.exists():
                     found.add(os.path.realpath(p))
@@ -156,14 +149,14 @@ def fill_inbox(source, inbox):
         info = entry.stat(follow_symlinks=False)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_COPIED_FILE:
             continue
-        if Path(entry.name).stem in HIDDEN_MODULES:
+        if Path(entry.name).stem in COMPANIONS:
             continue
         fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, "rb") as src, open(inbox / entry.name, "wb") as dst:
             shutil.copyfileobj(src, dst)
         names.append(entry.name)
-    for name in HIDDEN_MODULES:
-        (inbox / f"{name}.py").write_text(STUB_TEXT, encoding="utf-8")
+    for name in COMPANIONS:
+        (inbox / f"{name}.py").write_text(COMPANION_STUB, encoding="utf-8")
     for p in [inbox, *inbox.iterdir()]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return names
@@ -263,7 +256,7 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=Non
         args += ["--ro-bind", root, root]
     for path, real in python_layout()[1]:
         args += ["--symlink", real, path]
-    stub = Path(inbox or tempfile.gettempdir()) / f"{HIDDEN_MODULES[0]}.py"
+    stub = Path(inbox or tempfile.gettempdir()) / f"{COMPANIONS[0]}.py"
     for path in hidden_paths():
         if os.path.isdir(path):
             args += ["--tmpfs", path]

@@ -240,7 +240,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
     assert found["thread"] == [1] and found["tasks"] >= 2, found  # Python threads and torch's own
     # the working folder: the release's files (the companion script and the reference as stubs)
     released = sorted(p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir() if p.is_file())
-    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in sandbox.HIDDEN_MODULES)}), found
+    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in sandbox.COMPANIONS)}), found
 
 
 def test_program_is_built_for_known_machines_only(monkeypatch):

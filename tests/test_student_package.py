@@ -297,3 +297,36 @@ print(json.dumps(got))
             assert got[case["id"]].splitlines()[0] == case["want"].splitlines()[0], case["id"]
         if case["diag"] in case["want"]:
             assert case["diag"] in got[case["id"]], case["id"]
+
+
+def test_the_companion_answers_no_check_at_home(isolated, monkeypatch):
+    """While grading, the companion script is a stub (an answer that uses it gets 0); at home its functions raise
+    the same error while a check runs, however the answer reached them, and work again after."""
+    from tests.test_attacks_sandbox import REACH, WRAPPER
+
+    ways = {"from_import": "from w1day1_checks import softmax as _s\n_W = type('W', (), {'softmax': staticmethod(_s)})",
+            **{k: REACH[k] for k in ("resolve_name", "getattr_import", "importlib")}}
+    driver = f"""
+import json
+from w1d1_student import CheckFailed, check
+import w1day1_checks
+got = {{}}
+for way, src in json.loads({json.dumps(json.dumps(ways))}).items():
+    ns = {{"__name__": "__main__", "check": check}}
+    exec(src + {WRAPPER!r}, ns)
+    try:
+        exec("check('softmax')", ns)
+        got[way] = "passed"
+    except CheckFailed as exc:
+        got[way] = str(exc)
+got["after"] = float(w1day1_checks.softmax(__import__("numpy").zeros((1, 4))).sum())
+print(json.dumps(got))
+"""
+    nb = _run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(driver)]), isolated, monkeypatch)
+    out = nb.cells[0].outputs
+    assert out and out[-1].output_type == "stream", out
+    got = json.loads(out[-1].text)
+    assert got.pop("after") == pytest.approx(1.0)
+    assert set(got) == {"from_import", "resolve_name", "getattr_import", "importlib"}
+    for way, message in got.items():
+        assert "评分时 w1day1_checks 不可用（用到了 `softmax`）" in message, (way, message)

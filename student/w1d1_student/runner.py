@@ -6,9 +6,11 @@ here, so a student sees it at once. While grading (`W1D1_GRADING=1`) the grader 
 a read-only case file (path in `W1D1_CASES`, inputs only); the results are only emitted as plain
 data and the grader judges them in its own process, where nothing the student wrote has run.
 """
+import contextlib
 import json
 import os
 import sys
+import types
 import warnings
 from importlib import resources
 
@@ -17,6 +19,12 @@ from . import cell_scope, registry, wire
 MAX_ERROR_CHARS = 600
 CASES_ENV = "W1D1_CASES"
 PUBLIC_DATA = "public_cases.json"
+# the course's own code that holds answers: while grading these modules are a stub (the sandbox writes it from
+# COMPANION_STUB), and at home their functions raise the stub's error while a check runs, so home and grading agree
+COMPANIONS = ("w1day1_checks", "w1d1_attention")
+UNAVAILABLE = "评分时 {module} 不可用（用到了 `{name}`）：答案必须在答案单元格里自己实现。"
+COMPANION_STUB = ('"""评分时没有这个模块：答案必须自己实现。"""\n\n\ndef __getattr__(name):\n'
+                  f"    raise AttributeError({UNAVAILABLE!r}.format(module=__name__, name=name))\n")
 
 
 def grading():
@@ -94,8 +102,38 @@ def cases_for(grade_id, hidden):
     return public_cases()[grade_id]
 
 
+def _raiser(module, name):
+    """The code of a function that raises the grading stub's error for `module.name`."""
+    scope = {}
+    exec(f"def unavailable(*args, **kwargs):\n    raise AttributeError({UNAVAILABLE.format(module=module, name=name)!r})",
+         scope)
+    return scope["unavailable"].__code__
+
+
+@contextlib.contextmanager
+def _companions_unavailable():
+    """The companion modules' functions raise, as they do while grading, until the block ends (every reference to
+    them too: their code is swapped, not the module's names)."""
+    swapped = []
+    for module in COMPANIONS:
+        for name, fn in list(vars(sys.modules.get(module, types.ModuleType(module))).items()):
+            if type(fn) is types.FunctionType and fn.__module__ == module and not fn.__code__.co_freevars:
+                swapped.append((fn, fn.__code__))
+                fn.__code__ = _raiser(module, name)
+    try:
+        yield
+    finally:
+        for fn, code in swapped:
+            fn.__code__ = code
+
+
 def run_cases(grade_id, ns, cases, hidden=False):
     """Run the student's code on every case; each result is plain data or the student's error."""
+    with _companions_unavailable():
+        return _run_cases(grade_id, ns, cases, hidden)
+
+
+def _run_cases(grade_id, ns, cases, hidden):
     drv = registry.driver(grade_id)
     results = []
     for case in cases:

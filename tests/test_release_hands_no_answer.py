@@ -6,7 +6,8 @@ imports, functions and classes of its demo cells, and its answer cells as releas
 `def`/`class` of a demo cell and of `w1d1_viz.py` is then bound, in turn, under each name an exercise's
 answer binds (the other names of a two-name answer get the solution's), and the exercise's public cases
 run through the student package's driver and judge. `w1day1_checks.py` is the course text's companion
-and is not read here.
+and is not read here. A demo function that computes multi-head attention by hand (in any of the layouts the
+notebooks use) is an answer too, and so is a demo call of SDPA that does exercise `sdpa_attention`'s conversions.
 """
 import ast
 import contextlib
@@ -157,12 +158,20 @@ def _computes_mha_by_itself(fn):
     x = g.normal(size=(B, T, d))
     W = [g.normal(size=(d, d)) / np.sqrt(d) for _ in range(4)]
     blocked = np.triu(np.ones((T, T), dtype=bool), 1)
-    layouts = {"torch": (torch.tensor(x), [torch.tensor(w.T) for w in W], torch.tensor(blocked), slice(None)),
-               "numpy": (x[0], W, blocked, 0)}
+    xt, Wt, mt = torch.tensor(x), [torch.tensor(w.T) for w in W], torch.tensor(blocked)
+    module = torch.nn.MultiheadAttention(d, h, batch_first=True).double()      # biases present, all zero
+    with torch.no_grad():
+        module.in_proj_weight.copy_(torch.cat(Wt[:3]))
+        module.out_proj.weight.copy_(Wt[3])
+        module.in_proj_bias.zero_()
+        module.out_proj.bias.zero_()
+    layouts = {"torch": ((xt, *Wt, h), mt, slice(None)), "numpy": ((x[0], *W, h), blocked, 0),
+               "packed": ((xt, torch.cat(Wt[:3]), Wt[3], h), mt, slice(None)),   # (x, W_qkv (3d, d), W_o, h)
+               "module": ((module, xt), mt, slice(None))}                        # (nn.MultiheadAttention, x)
     for mask in (None, blocked):
         want = _reference_mha(x, W, h, mask)
-        for xs, ws, m, pick in layouts.values():
-            args = (xs, *ws, h) + (() if mask is None else (m,))
+        for head, m, pick in layouts.values():
+            args = head + (() if mask is None else (m,))
             try:
                 inspect.signature(fn).bind(*args)
             except (TypeError, ValueError):
@@ -171,10 +180,10 @@ def _computes_mha_by_itself(fn):
             try:
                 with Watch(), contextlib.redirect_stdout(io.StringIO()):
                     out = fn(*args)
-            except Exception:
+                out = out[0] if isinstance(out, tuple) else out
+                got = np.asarray(out.detach() if isinstance(out, torch.Tensor) else out, dtype=float)
+            except Exception:                          # not a forward of this layout (or not an array at all)
                 continue
-            out = out[0] if isinstance(out, tuple) else out
-            got = np.asarray(out.detach() if isinstance(out, torch.Tensor) else out, dtype=float)
             if not Watch.used and got.shape == want[pick].shape and np.allclose(got, want[pick], atol=1e-5):
                 return True
     return False
@@ -193,7 +202,18 @@ def test_the_checker_recognises_a_multi_head_forward():
                                               None, None, False, 0.0, W_o, None, training=False, need_weights=False,
                                               attn_mask=blocked)[0].transpose(0, 1)
 
+    def by_hand_torch(x, W_qkv, W_o, h):
+        B, T, d = x.shape
+        q, k, v = ((x @ w.T).view(B, T, h, d // h).transpose(1, 2) for w in W_qkv.chunk(3))
+        a = (q @ k.transpose(-2, -1) / (d // h) ** 0.5).softmax(-1)
+        return (a @ v).transpose(1, 2).reshape(B, T, d) @ W_o.T
+
+    def from_module(mha, x):
+        return by_hand_torch(x, mha.in_proj_weight, mha.out_proj.weight, mha.num_heads)
+
     assert _computes_mha_by_itself(by_hand)
+    assert _computes_mha_by_itself(by_hand_torch)      # the packed (x, W_qkv, W_o, h) layout
+    assert _computes_mha_by_itself(from_module)        # read off an nn.MultiheadAttention
     assert not _computes_mha_by_itself(with_torch)   # right, but through the API exercise 2 forbids
     assert not _computes_mha_by_itself(lambda X, Wq, Wk, Wv, Wo, h, mask=None: by_hand(X, Wq, Wk, Wv, Wo, 1, mask))
 
@@ -202,3 +222,41 @@ def test_no_demo_function_is_a_working_multi_head_forward(candidates):
     hits = [f"{where}: {name}" for where, name, obj in candidates
             if callable(obj) and not isinstance(obj, type) and _computes_mha_by_itself(obj)]
     assert not hits, "a demo function computes multi-head attention without PyTorch's own:\n" + "\n".join(hits)
+
+
+def sdpa_conversions(source):
+    """The calls of F.scaled_dot_product_attention in `source` that do exercise `sdpa_attention`'s conversions
+    themselves: a mask inverted in the call (`~m`, `logical_not`) or a `dropout_p` chosen by `.training`."""
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        func = getattr(node, "func", None)
+        if not isinstance(node, ast.Call) or (getattr(func, "attr", None) or getattr(func, "id", None)) != "scaled_dot_product_attention":
+            continue
+        for kw in node.keywords:
+            inner = list(ast.walk(kw.value))
+            inverted = any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert) for n in inner) or any(
+                getattr(n, "attr", getattr(n, "id", None)) in ("logical_not", "bitwise_not") for n in inner)
+            by_mode = isinstance(kw.value, ast.IfExp) and any(getattr(n, "attr", None) == "training" for n in ast.walk(kw.value.test))
+            if (kw.arg == "attn_mask" and inverted) or (kw.arg == "dropout_p" and by_mode):
+                hits.append(f"line {node.lineno}: {ast.get_source_segment(source, node)}")
+    return hits
+
+
+def test_the_conversion_checker_sees_both_conversions():
+    assert len(sdpa_conversions("F.scaled_dot_product_attention(q, k, v, attn_mask=~blocked)\n"
+                                "F.scaled_dot_product_attention(q, k, v, attn_mask=m.logical_not())\n"
+                                "F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)")) == 3
+    assert not sdpa_conversions("F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=0.1)\n"
+                                "sdpa_attention(q, k, v, mask=~keep)")
+
+
+def test_no_demo_cell_converts_for_sdpa():
+    """Exercise `sdpa_attention` asks for the course mask turned into SDPA's and dropout only while training:
+    a demo cell shows the wrong call and leaves the right one to the student's function."""
+    hits = []
+    for path in sorted(RELEASE.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
+                hits += [f"{path.stem} {cell.id}: {hit}" for hit in sdpa_conversions(cell.source)]
+    assert not hits, "a demo cell converts for SDPA, as exercise sdpa_attention asks:\n" + "\n".join(hits)

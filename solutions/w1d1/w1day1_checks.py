@@ -208,7 +208,7 @@ def attention_backward(
     s = 1.0 / math.sqrt(Q.shape[-1])
     dV = A.T @ dY
     dA = dY @ V.T
-    D = (dY * Y).sum(-1, keepdims=True)
+    D = (dY * Y).sum(-1, keepdims=True)  # 每行一个标量，= (dA * A).sum(-1)
     dS = A * (dA - D)
     return {"dQ": s * dS @ K, "dK": s * dS.T @ Q, "dV": dV, "dS": dS, "D": D, "dA": dA}
 

@@ -267,11 +267,15 @@ AutogradUse = _make_autograd_watch()
 
 def _make_threads_started():
     """threads_started, and kernel_threads_at_first_cell, sharing the kernel's own threads (held in their closure)."""
-    kernel = set(sys._current_frames())  # at home: the threads alive when the package is imported
+    kernel, armed = set(sys._current_frames()), []  # at home: the threads alive when the package is imported
 
     def kernel_threads_at_first_cell(shell):
         """The kernel's own threads are those alive when its first cell starts (a grading kernel's start-up line
-        calls this; the kernel starts some of its threads after that line, none after its first cell starts)."""
+        calls this; the kernel starts some of its threads after that line, none after its first cell starts). Only
+        the first call counts: a later one (a notebook's) would take its own threads for the kernel's."""
+        if armed:
+            return True
+        armed.append(True)
 
         def mark(*args):
             kernel.clear()

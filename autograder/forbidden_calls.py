@@ -91,14 +91,116 @@ def _parsed(source, ipython):
     return _tree(source, ipython)
 
 
-def machinery_uses(source, ipython=True):
+# roots of the kernel's own objects that no import binds: the shell (its display publisher, events), the builtins
+KERNEL_ROOTS = frozenset({"get_ipython", "__builtins__", "__import__", "__loader__", "__spec__"})
+# calls whose first argument names the module, the attribute or the code they reach
+_IMPORTS, _CODE, _ATTRIBUTES = {"__import__", "import_module"}, {"exec", "eval", "compile"}, {"getattr"}
+_MUTATORS = {"setattr", "delattr", "__setattr__", "__delattr__"}
+_REACH, _FOLLOW = _IMPORTS | {"get_ipython", "getmodule", "resolve_name"}, {"getattr", "vars", "type"}
+
+
+def _root(node):
+    """The name (or None) an expression starts from, through attributes, subscripts and the calls that hand back
+    an object that already exists: `IPython.display` -> IPython, `get_ipython().display_pub` -> get_ipython,
+    `inspect.getmodule(f).x` -> inspect, `getattr(F, n)` / `vars(m)` / `type(m)` -> their argument's; any other
+    call makes a new object (`torch.tensor(x).grad`: None)."""
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+            node = node.value
+        elif isinstance(node, ast.Call) and _called(node) in _REACH:
+            node = node.func
+        elif isinstance(node, ast.Call) and _called(node) in _FOLLOW and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Name):
+            return node.id
+        else:
+            return None
+
+
+def module_bindings(trees):
+    """Names that hold an imported object or one reached from it, over the given cells: every name an import
+    binds, the kernel's roots (KERNEL_ROOTS), and any name bound to an expression that starts from one of these
+    (`d = IPython.display`, `ip = get_ipython()`, `for m in (IPython.display,)`, `with ... as m`)."""
+    bound, links = set(KERNEL_ROOTS), []
+    for node in (n for tree in trees for n in ast.walk(tree)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            links.append((node.targets if isinstance(node, ast.Assign) else [node.target], node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            links.append(([node.target], node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            links.append(([node.optional_vars], node.context_expr))
+    while True:
+        more = {t.id for targets, value in links if _reaches(value, bound)
+                for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if more <= bound:
+            return bound
+        bound |= more
+
+
+def _reaches(node, modules):
+    """Whether an expression starts from a name of `modules` (a tuple or list: any of its items)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_reaches(e, modules) for e in node.elts)
+    return _root(node) in modules
+
+
+def _literal(args):
+    return bool(args) and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+
+
+def _called(node):
+    return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+
+
+def hidden_uses(tree, modules):
+    """[(line, what)] for code whose reach the check cannot read, or that changes code it did not write: an
+    import, attribute or code computed at run time (`importlib.import_module("w1d1" + …)`, `getattr(F, a + b)`,
+    `exec(text)`), and an assignment to (or deletion of) an attribute of an imported object or of one reached from
+    it (`IPython.display.display = …`, `setattr(mod, …)`, `vars(mod)[…] = …`): an honest answer does neither.
+    `modules`: module_bindings() of the cells that run."""
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Call):
+            name = _called(node)
+            code = name in _CODE and (isinstance(node.func, ast.Name) or _root(node.func) in ("builtins", "__builtins__"))
+            if (name in _IMPORTS or code) and not _literal(node.args):
+                found.append((line, f"{name}(<运行时算出的名字或代码>)"))
+            elif name in _ATTRIBUTES and len(node.args) > 1 and _reaches(node.args[0], modules) and not _literal(node.args[1:]):
+                found.append((line, f"{name}(<模块>, <运行时算出的名字>)"))
+            elif name in _MUTATORS and ((node.args and _reaches(node.args[0], modules)) or (
+                    isinstance(node.func, ast.Attribute) and name.startswith("__") and _reaches(node.func.value, modules))):
+                found.append((line, f"{name}(<模块或其中的对象>, …)"))
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in (t for top in targets for t in ast.walk(top)):
+            if isinstance(target, ast.Attribute) and isinstance(target.ctx, (ast.Store, ast.Del)) and _reaches(target.value, modules):
+                found.append((line, f"给 `{_root(target)}` 里的对象赋值（{target.attr}）"))
+            elif isinstance(target, ast.Subscript) and isinstance(target.ctx, (ast.Store, ast.Del)) and _namespace(target.value, modules):
+                found.append((line, f"改写 `{_root(target)}` 的命名空间"))
+    return found
+
+
+def _namespace(node, modules):
+    """Whether an expression is the namespace of an imported object (`mod.__dict__`, `vars(mod)`)."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return _reaches(node.value, modules)
+    return isinstance(node, ast.Call) and _called(node) == "vars" and bool(node.args) and _reaches(node.args[0], modules)
+
+
+def machinery_uses(source, ipython=True, modules=None):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
-    prose mentions the grader (a docstring, an error message)."""
+    prose mentions the grader (a docstring, an error message). Code the check cannot read counts too
+    (hidden_uses; `modules`: module_bindings() of the cells that run, default this cell's)."""
     tree = _parsed(source, ipython)
     if tree is None:
         return []
-    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=None)[:1]]
+    modules = module_bindings([tree]) if modules is None else modules | module_bindings([tree])
+    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=None, modules=modules)[:1]]
+    found += hidden_uses(tree, modules)
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         for name in _names(node):
@@ -231,6 +333,7 @@ class Context:
         trees = [parse_in_namespace(s) for s in sources]
         self.bound = torch_bindings([t for t in trees if t is not None])
         self.own = own_names([t for t in trees if t is not None])
+        self.modules = module_bindings([t for t in trees if t is not None])
         self.names = set().union(*map(bound_names, sources))
         self.steps, self.starts = [], []
         for source, tree in zip(sources, trees):
@@ -378,7 +481,7 @@ def answer_problems(nb, grade_id):
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):
-        for line, what in machinery_uses(cell.source)[:1]:  # any answer cell: its helpers serve every exercise
+        for line, what in machinery_uses(cell.source, modules=context.modules)[:1]:  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
         if last is not None and _index(nb, cell) > last:

@@ -24,6 +24,7 @@ from .sandbox import SandboxKernelManager
 VERDICT_ENAME = "检查未通过"
 VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
 CASES_KEY = "w1d1_case_file"  # resources: the case file the kernel's cases came from, for JudgeProbes
+ARRIVED_KEY = "w1d1_probes"  # resources: {cell index: every check result the kernel sent while it ran}, for JudgeProbes
 
 
 def _error_output(title, message):
@@ -91,6 +92,7 @@ class SandboxedExecute(Execute):
     def _reset(self):
         self._broken, self._done, self._out_bytes, self._started = set(), [], {}, time.monotonic()
         self._run, self._probes, self._probes_allowed, self._current = set(), {}, {}, None
+        self._arrived = {}
         self._replaying = False
         self._case_file = None
         self._adopted = False
@@ -108,6 +110,7 @@ class SandboxedExecute(Execute):
         nb, resources = super().preprocess(nb, resources, km)
         if self._case_file is not None:
             resources[CASES_KEY] = self._case_file
+        resources[ARRIVED_KEY] = self._arrived
         return nb, resources
 
     def _refuse_without_sandbox(self):
@@ -327,10 +330,18 @@ class SandboxedExecute(Execute):
         self._out_bytes[cell_index] = used
         return True
 
+    def _keep_probe(self, content, cell_index):
+        """Keep every check result as it arrives, in the grader's memory: the verdict reads these, not the cell's
+        outputs, which later messages of the kernel's (a clear_output from a thread of the student's) could change."""
+        data = content.get("data")
+        if isinstance(data, dict) and wire.MIME in data:
+            self._arrived.setdefault(cell_index, []).append(data[wire.MIME])
+
     def output(self, outs, msg, display_id, cell_index):
         if self._replaying:
             return None
         content = msg.get("content", {})
+        self._keep_probe(content, cell_index)
         if not self._admit(content, cell_index):
             if not any(o.get("name") == "stdout" and "其余部分已丢弃" in o.get("text", "") for o in outs):
                 outs.append(_stream(f"\n…（输出超过 {self.max_output_bytes} 字节或整本 "
@@ -340,6 +351,8 @@ class SandboxedExecute(Execute):
 
     def _update_display_id(self, display_id, msg):
         # an update rewrites outputs already kept: it pays like a new output of the running cell
+        if not self._replaying and self._current is not None:
+            self._keep_probe(msg.get("content", {}), self._current)
         if not self._replaying and self._current is not None and self._admit(msg.get("content", {}), self._current):
             super()._update_display_id(display_id, msg)
 
@@ -364,17 +377,20 @@ def discard_spare_kernels():
                 km.context.destroy(linger=0)
 
 
-def _payloads(cell):
-    found = []
-    for out in cell.get("outputs", []):
-        data = out.get("data", {}) if out.get("output_type") in ("display_data", "execute_result") else {}
-        if wire.MIME in data:
-            try:
-                text = data[wire.MIME]
-                found.append(wire.loads(text if isinstance(text, str) else json.dumps(text)))
-            except Exception:  # malformed, too deep (RecursionError) …: this probe is unusable
-                found.append(None)
-    return found
+def _decoded(text):
+    try:
+        return wire.loads(text if isinstance(text, str) else json.dumps(text))
+    except Exception:  # malformed, too deep (RecursionError) …: this probe is unusable
+        return None
+
+
+def _payloads(cell, arrived=None):
+    """The check results of a test cell: those the kernel sent while it ran (`arrived`, the executor's record), or
+    where no kernel ran here, those in the cell's outputs."""
+    if arrived is not None:
+        return [_decoded(text) for text in arrived]
+    return [_decoded(out["data"][wire.MIME]) for out in cell.get("outputs", [])
+            if out.get("output_type") in ("display_data", "execute_result") and wire.MIME in out.get("data", {})]
 
 
 def _record(grade_id, hidden, passed, stage=None, mistakes=()):
@@ -383,14 +399,16 @@ def _record(grade_id, hidden, passed, stage=None, mistakes=()):
             "mistakes": [[key, message] for key, message in mistakes]}
 
 
-def judge_cell(nb, cell, seed, case_file=None):
+def judge_cell(nb, cell, seed, case_file=None, arrived=None):
     """The verdict of one autograder test cell as (passed, message, records): records, one per check
-    of the cell, carry the same diagnosis as data (`_record`)."""
+    of the cell, carry the same diagnosis as data (`_record`). `arrived`: the executor's record of the check
+    results the kernel sent ({cell index: [...]}; None where no kernel ran here: the cell's outputs)."""
     calls = check_calls(cell.source)
     if not calls:
         return False, "这个测试单元格里没有检查（单元格可能被改动过）。", []
-    payloads = _payloads(cell)
-    held = withheld(nb, next(i for i, c in enumerate(nb.cells) if c is cell))
+    index = next(i for i, c in enumerate(nb.cells) if c is cell)
+    payloads = _payloads(cell, None if arrived is None else arrived.get(index, []))
+    held = withheld(nb, index)
     lines, records = [], []
     for grade_id, hidden in calls:
         kind = "隐藏检查" if hidden else "公开检查"
@@ -430,10 +448,11 @@ class JudgeProbes(NbGraderPreprocessor):
 
     def _judge_all(self, nb, resources):
         seed, case_file = self.seed, resources.get(CASES_KEY)  # the cases the kernel was given
+        arrived = resources.get(ARRIVED_KEY)
         for cell in nb.cells:
             if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
                 try:
-                    passed, message, records = judge_cell(nb, cell, seed, case_file)
+                    passed, message, records = judge_cell(nb, cell, seed, case_file, arrived)
                 except Exception as exc:  # a verdict that cannot be reached costs this test cell only
                     passed, message, records = False, f"这个检查的结果无法判定（{type(exc).__name__}），这一项记 0 分。", []
                 cell.outputs = [_stream(message + "\n")] if passed else [_error_output(VERDICT_ENAME, message)]

@@ -450,8 +450,11 @@ class SandboxKernelManager(AsyncKernelManager):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
         if "-f" in cmd:  # the grader's python, quiet banner
             # the registry (every driver) imported before the first cell: no student code can rebind their watches
-            # first; the line binds no name
-            first = " and ".join(f"__import__({name!r})" for name in ["w1d1_student.registry", *self.more_imports])
+            # first; the threads alive when the first cell starts are the kernel's own (torch_calls); the line binds
+            # no name
+            first = " and ".join([*(f"__import__({name!r})" for name in ["w1d1_student.registry", *self.more_imports]),
+                                  "__import__('w1d1_student.torch_calls', fromlist=['_'])"
+                                  ".kernel_threads_at_first_cell(get_ipython())"])
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL",
                    f"--IPKernelApp.exec_lines={first} and None"]
         env = dict(kw.get("env") or os.environ)

@@ -145,6 +145,18 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "def _peek(info):\n    pass\nget_ipython().events.register('pre_run_cell', _peek)",
     "import sys\nsys.settrace(lambda *a: None)",
     "import sys\nsys.addaudithook(print)",
+    # issue 36, red team round 2: a module, attribute or code computed at run time; the grader's objects changed
+    "import importlib\nm = importlib.import_module('w1d1' + '_student.exercises')",
+    "m = __import__(''.join(['w1d1_', 'student']))",
+    "import torch.nn.functional as F\nf = getattr(F, 'scaled_dot_' + 'product_attention')",
+    "exec(''.join(['imp', 'ort os']))",
+    "import IPython.display as d\nd.display = print",
+    "import IPython.display\nfor m in (IPython.display,):\n    m.display = print",
+    "get_ipython().display_pub.publish = print",
+    "import inspect\ninspect.getmodule(check).run_cases = print",
+    "import json\nsetattr(json, 'dumps', repr)",
+    "import IPython.display as d\nvars(d)['display'] = print",
+    "from IPython.display import display\ndel display.__wrapped__",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in

@@ -106,3 +106,66 @@ def test_hidden_messages_show_no_inputs_or_expected_values(grade_id):
     assert wrong, "no spoiled output failed the hidden check"
     assert not hidden_leaks, hidden_leaks[:3]
     assert public_shows, "the same wrong answers judged publicly show nothing either: the detector finds nothing"
+
+
+# the student's output chooses these: its shape, which elements are wrong, how many (red team of issue 36: an empty
+# array whose shape spelled a hidden case's inputs to 4 digits showed up as "得到 (0, 520673, 540187, 515783)")
+SHAPES = ((0, 5237, 6113), (0, 7919, 8443))
+
+
+def _chosen_by_the_student(arr):
+    """Pairs of wrong versions of one correct output that differ only in what the student's output chooses: its
+    shape, the position of a wrong element, the number of wrong elements."""
+    if arr.dtype.kind not in "fiub" or arr.size == 0:
+        return []
+    pairs = [tuple(np.zeros(shape, dtype=arr.dtype) for shape in SHAPES)]
+    if arr.size >= 3:
+        def wrong_at(*where):
+            bad = arr.copy()
+            for i in where:
+                bad.flat[i] = (not bad.flat[i]) if arr.dtype.kind == "b" else bad.flat[i] + 0.5 + abs(bad.flat[i])
+            return bad
+        pairs += [(wrong_at(0), wrong_at(arr.size - 1)), (wrong_at(arr.size - 1), wrong_at(0, arr.size - 1))]
+    return pairs
+
+
+def _apart(messages):
+    """Whether two messages say the same in words and show different numbers (None when their words differ: they
+    name different mistakes, a verdict the student's output may choose)."""
+    words = [NUMBER.sub("#", m) for m in messages]
+    return None if words[0] != words[1] else sorted(NUMBER.findall(messages[0])) != sorted(NUMBER.findall(messages[1]))
+
+
+def test_hidden_messages_show_no_number_the_students_output_chooses():
+    """On every exercise: two wrong answers that differ only in their shape, or in which or how many elements are
+    wrong, get hidden messages that show the same numbers wherever they say the same words (none of the shapes'
+    numbers, in any). Judged publicly, such pairs show different numbers: the test can see them."""
+    told_apart, public_apart, compared = [], set(), set()
+    for grade_id in sorted(VARIANTS):
+        cases = make_cases(grade_id, 0, True)
+        answered = with_answers(grade_id, cases)
+        good = _solution_results(grade_id, cases)
+        for i, (case, res) in enumerate(zip(cases, good)):
+            for key, value in res["out"].items():
+                if key.endswith(("_dtype", "_type")) or isinstance(value, (bool, str)) or value is None:
+                    continue
+                for pair in _chosen_by_the_student(np.asarray(value)):
+                    messages = {}
+                    for hidden in (True, False):
+                        verdicts = []
+                        for bad in pair:
+                            results = [dict(r, out=dict(r["out"])) for r in good]
+                            results[i]["out"][key] = bad
+                            verdicts.append(judge(grade_id, answered, results, hidden=hidden))
+                        messages[hidden] = [v.message for v in verdicts if not v.passed]
+                    if len(messages[True]) < 2:
+                        continue
+                    compared.add(grade_id)
+                    if _apart(messages[False]):
+                        public_apart.add(grade_id)
+                    shown = [n for shape in SHAPES for n in map(str, shape[1:]) if any(n in m for m in messages[True])]
+                    if _apart(messages[True]) or shown:
+                        told_apart.append((grade_id, case["stage"], key, shown, *messages[True]))
+    assert not told_apart, told_apart[:3]
+    assert compared == set(VARIANTS), set(VARIANTS) - compared
+    assert {"softmax", "attention_forward", "mha"} <= public_apart, public_apart

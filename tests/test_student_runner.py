@@ -66,3 +66,41 @@ def test_a_hidden_verdict_shows_no_text_the_student_wrote_in_an_error():
         public = judge_payload({**payload, "hidden": False, "results": [{"ok": False, "error": error}]
                                 * len(make_cases("softmax", 7, False))}, seed=7).message
         assert error.split(":")[0] in public  # a public check shows the student's error as it is
+
+
+# ---- issue 36 (red team, round 2): what check() uses while grading is held from the runner's import on
+
+def _graded_softmax(monkeypatch, capsys):
+    """check("softmax") as a grading kernel runs it, on the public cases the grader sent; the printed result (IPython's
+    display prints where no shell runs) read back."""
+    from w1d1_student import wire
+    from w1d1_student.runner import public_cases
+
+    monkeypatch.delenv(runner.CASES_ENV, raising=False)
+    monkeypatch.setenv("W1D1_GRADING", "1")
+    runner.receive(json.dumps({"softmax": {"public": wire.encode(public_cases()["softmax"])}}))
+    ns = {"check": runner.check}
+    exec("import numpy as np\ndef softmax(x, axis=-1):\n    e = np.exp(x - x.max(axis, keepdims=True))\n"
+         "    return e / e.sum(axis, keepdims=True)\ncheck('softmax')", ns)
+    return capsys.readouterr().out
+
+
+def test_a_check_publishes_with_the_display_bound_when_the_runner_was_imported(monkeypatch, capsys):
+    """Red team: an answer cell replaced IPython.display.display with a wrapper that rewrote the check's result."""
+    import IPython.display
+
+    seen = []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: seen.append(a))
+    printed = _graded_softmax(monkeypatch, capsys)
+    assert not seen and "application/vnd.w1d1.probe+json" in printed and "softmax" in printed
+
+
+def test_the_registry_runs_the_drivers_it_held_when_imported(monkeypatch):
+    """Red team: a notebook reached the driver module and replaced its EXERCISES entry with an unwatched driver."""
+    from w1d1_student import registry
+    from w1d1_student.exercises import nb02_scaled_dot_product as nb02
+
+    held, table = registry.driver("attention_backward"), registry.judge("attention_backward")
+    monkeypatch.setitem(nb02.EXERCISES, "attention_backward", (None, None))
+    monkeypatch.setattr(registry, "MODULES", ())
+    assert registry.driver("attention_backward") is held and registry.judge("attention_backward") is table

@@ -4,10 +4,11 @@ References and the outputs of known bugs are never computed here: the grader put
 case as `case["_oracle"][name]` (computed live while grading, precomputed as data for the public
 cases a student runs at home). `known(name)` reads one of them.
 
-A hidden check's message names the mistake and where it shows (the case, the output, its shape, the
-first differing position, the known bug) but never the case's inputs, the expected values or the
-student's values: a student who resubmits must not collect the answers of cases that do not change
-with the run's seed. `judging(hidden)` says which kind of check is judged; `fail(message, shown,
+A hidden check's message names the mistake and where it shows (the case, the output, the shape it should
+have, the known bug) but never the case's inputs, the expected values or the student's values, nor any
+number taken from the student's output (its shape, which or how many elements are wrong: the student
+chooses those and could spell a hidden input in them): a student who resubmits must not collect the
+answers of cases that do not change with the run's seed. `judging(hidden)` says which kind of check is judged; `fail(message, shown,
 where)` and `shown_only_public` are the one place that decides what a message shows.
 """
 import contextvars
@@ -62,7 +63,7 @@ def judging_hidden():
 def fail(message, shown=None, where=None, mistakes=()):
     """A failing verdict. `shown`: the lines under the message that show the case's inputs, the expected
     values or the student's values; a public check's message ends with them. A hidden check's ends
-    instead with `where` (which output, its shape, the first differing position: no values) and a
+    instead with `where` (which output, the shape it should have: nothing from the student's output) and a
     note that values are not shown. `mistakes`: the known bugs the message names, as (key, message)."""
     data = {"stage": _stage_of(message), "mistakes": tuple(mistakes)}
     if shown is not None and not _HIDDEN.get():
@@ -265,8 +266,8 @@ class Output:
             return fail(f"【{stage}】没有得到输出 `{self.key}`。")
         got, want = np.asarray(out[self.key]), np.asarray(self.want(case))
         if got.shape != want.shape:
-            return fail(f"【{stage}】{self.label()}的形状不对：期望 {tuple(want.shape)}{self._like()}，得到 {tuple(got.shape)}。"
-                        + self.shape_note)
+            return fail(f"【{stage}】{self.label()}的形状不对：期望 {tuple(want.shape)}{self._like()}"
+                        + shown_only_public(f"，得到 {tuple(got.shape)}") + "。" + self.shape_note)
         if self.dtype is not None:
             expected = self.dtype(case) if callable(self.dtype) else self.dtype
             if out.get(f"{self.key}_dtype") != expected:
@@ -293,18 +294,10 @@ class Output:
         return fail(f"【{stage}】{msg}", shown=shown, mistakes=mistakes)
 
     def locate(self, case, got, want):
-        """Where a wrong value shows, without a value: the output, its shape, the first differing position."""
-        text = f"出错的输出：{self.label().strip()}，形状 {tuple(got.shape)}"
-        if self.view is not _same_view or not (_numeric(got) or got.dtype.kind == "b") or got.shape != want.shape:
-            return text
-        rtol, atol = self.tolerance(case)
-        if got.dtype.kind == "b" or want.dtype.kind == "b":
-            wrong = got != want
-        else:
-            wrong = ~np.isclose(got.astype(float), want.astype(float), rtol=rtol, atol=atol, equal_nan=True)
-        if got.ndim and wrong.any():
-            text += f"，第一个不一致的位置：下标 {[int(i) for i in np.argwhere(wrong)[0]]}"
-        return text
+        """Where a wrong value shows in a hidden check: the output and the shape it should have. Nothing derived
+        from the student's output (its shape, which or how many elements are wrong): the student chooses those,
+        and could spell a hidden case's inputs in them."""
+        return f"出错的输出：{self.label().strip()}，形状 {tuple(want.shape)}"
 
 
 @dataclass(frozen=True)
@@ -554,8 +547,8 @@ def describe_mismatch(key, got, exp, rtol, atol):
     wrong = ~np.isclose(got, exp, rtol=rtol, atol=atol)
     if 0 < wrong.sum() <= max(1, wrong.size // 4):
         first = tuple(int(i) for i in np.argwhere(wrong)[0])
-        return shaped("只有少数元素不对", f"（{int(wrong.sum())} / {wrong.size} 个），第一个在下标 {list(first)}；"
-                                         "其余都对——看看边界或特殊位置。")
+        return shaped("只有少数元素不对", shown_only_public(f"（{int(wrong.sum())} / {wrong.size} 个），第一个在下标 {list(first)}")
+                      + "；其余都对——看看边界或特殊位置。")
     return head + "。"
 
 

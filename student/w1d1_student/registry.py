@@ -15,27 +15,34 @@ from .torch_calls import AutogradUse
 
 MODULES = (nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api)
 NOTEBOOK_OF = {gid: module.NOTEBOOK for module in MODULES for gid in module.EXERCISES}
-_MODULE_OF = {gid: module for module in MODULES for gid in module.EXERCISES}
 # every text a result may hold: the words of driver.py, of the autograd watch and of each module's `WORDS`
 VOCABULARY = driver.WORDS.union(AutogradUse.WORDS, *(getattr(module, "WORDS", ()) for module in MODULES))
 
 
-def _known(grade_id):
-    if grade_id not in _MODULE_OF:
-        raise KeyError(f"未知的练习：{grade_id!r}")
-    return _MODULE_OF[grade_id]
+def _make_lookups(tables):
+    """topic, driver and judge, reading `tables` (held in their closure, not looked up in this module's dict)."""
+
+    def known(grade_id):
+        if grade_id not in tables:
+            raise KeyError(f"未知的练习：{grade_id!r}")
+        return tables[grade_id]
+
+    def topic(grade_id):
+        """The module name of an exercise's notebook: 'nb03_masks'."""
+        return known(grade_id)[0]
+
+    def driver(grade_id):
+        """The `Driver` of an exercise: how to run the student's code on one case."""
+        return known(grade_id)[1]
+
+    def judge(grade_id):
+        """The verdict table of an exercise: judge(cases, results) -> Verdict."""
+        return known(grade_id)[2]
+
+    return topic, driver, judge
 
 
-def topic(grade_id):
-    """The module name of an exercise's notebook: 'nb03_masks'."""
-    return _known(grade_id).__name__.rsplit(".", 1)[1]
-
-
-def driver(grade_id):
-    """The `Driver` of an exercise: how to run the student's code on one case."""
-    return _known(grade_id).EXERCISES[grade_id][0]
-
-
-def judge(grade_id):
-    """The verdict table of an exercise: judge(cases, results) -> Verdict."""
-    return _known(grade_id).EXERCISES[grade_id][1]
+# every exercise's (topic, driver, verdict table) as they are now, before any student code runs, held in the lookups'
+# closure: a notebook that later rebinds an entry of a module's EXERCISES changes nothing a check uses
+topic, driver, judge = _make_lookups({gid: (module.__name__.rsplit(".", 1)[1], *module.EXERCISES[gid])
+                                      for module in MODULES for gid in module.EXERCISES})

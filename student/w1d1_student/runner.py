@@ -127,26 +127,30 @@ def _companions_unavailable():
             fn.__code__ = code
 
 
-def run_cases(grade_id, ns, cases, hidden=False):
-    """Run the student's code on every case; each result is plain data or the student's error."""
-    with _companions_unavailable():
-        return _run_cases(grade_id, ns, cases, hidden)
+def _make_run_cases(driver, companions_unavailable, short_error, origin):
+    """run_cases, holding (from this module's import, before any cell of the student's) the functions it calls."""
+
+    def run_cases(grade_id, ns, cases, hidden=False):
+        """Run the student's code on every case; each result is plain data or the student's error."""
+        with companions_unavailable():
+            drv = driver(grade_id)
+            results = []
+            for case in cases:
+                inputs = {k: v for k, v in case.items() if k != "_oracle"}
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        out = drv.run(ns, inputs)
+                    results.append({"ok": True, "out": out})
+                except Exception as exc:  # the student's error becomes part of the verdict
+                    results.append({"ok": False, "error": short_error(exc)})
+            origins = {name: origin(ns[name]) for name in drv.names if name in ns}
+        return {"grade_id": grade_id, "hidden": bool(hidden), "results": results, "origins": origins}
+
+    return run_cases
 
 
-def _run_cases(grade_id, ns, cases, hidden):
-    drv = registry.driver(grade_id)
-    results = []
-    for case in cases:
-        inputs = {k: v for k, v in case.items() if k != "_oracle"}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = drv.run(ns, inputs)
-            results.append({"ok": True, "out": out})
-        except Exception as exc:  # the student's error becomes part of the verdict
-            results.append({"ok": False, "error": _short_error(exc)})
-    origins = {name: _origin(ns[name]) for name in drv.names if name in ns}
-    return {"grade_id": grade_id, "hidden": bool(hidden), "results": results, "origins": origins}
+run_cases = _make_run_cases(registry.driver, _companions_unavailable, _short_error, _origin)
 
 
 def judge(grade_id, cases, results, hidden=False):
@@ -217,30 +221,48 @@ def _without_error_texts(verdict, results):
     return replace(verdict, message=message) if message != verdict.message else verdict
 
 
-def check(grade_id, hidden=False):
-    """Run the checks of exercise `grade_id` on the definitions in the calling notebook."""
-    ns = sys._getframe(1).f_globals
-    cases = cases_for(grade_id, hidden)
-    if cases is None:
-        print(f"ℹ️ 隐藏检查在提交后由评分系统运行：{grade_id}")
-        return None
-    payload = run_cases(grade_id, ns, cases, hidden=hidden)
-    if grading():
+def _publisher():
+    """IPython's display, bound when this module is imported (a grading kernel imports it before the first cell):
+    a notebook that later rebinds IPython.display.display does not see the check's result go by."""
+    try:
         from IPython.display import display
-
-        display({wire.MIME: wire.dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
+    except ImportError:  # no IPython here: nothing to publish to (the home path prints)
         return None
-    undefined = cell_scope.undefined_at_home(ns, grade_id, registry.driver(grade_id).names)  # as grading reads it
-    if undefined:
-        raise CheckFailed(f"【{grade_id}】{undefined}。评分时这道题得 0 分。")
-    cell_scope.warn_outside(ns, registry.driver(grade_id).names)  # grading runs only setup/answer/test cells
-    verdict = judge(grade_id, cases, wire.loads(wire.dumps(payload))["results"], hidden)  # what the grader would see
-    if not verdict.passed:
-        raise CheckFailed(verdict.message)
-    kind = "隐藏检查" if hidden else "公开检查"
-    note = "" if hidden else "（提交后还有隐藏检查）"
-    print(f"✅ {kind}通过：{grade_id}{note}")
-    return None
+    return display
+
+
+def _make_check(publish, dumps, cases_for, run_cases, driver):
+    """check(), holding what it calls from this module's import on: nothing it uses while grading is looked up
+    in a module's namespace, which a notebook's code could rebind."""
+
+    def check(grade_id, hidden=False):
+        """Run the checks of exercise `grade_id` on the definitions in the calling notebook."""
+        ns = sys._getframe(1).f_globals
+        cases = cases_for(grade_id, hidden)
+        if cases is None:
+            print(f"ℹ️ 隐藏检查在提交后由评分系统运行：{grade_id}")
+            return None
+        payload = run_cases(grade_id, ns, cases, hidden=hidden)
+        if grading():
+            publish({wire.MIME: dumps(payload), "text/plain": f"[{grade_id}] 检查结果已提交评分"}, raw=True)
+            return None
+        names = driver(grade_id).names
+        undefined = cell_scope.undefined_at_home(ns, grade_id, names)  # as grading reads it
+        if undefined:
+            raise CheckFailed(f"【{grade_id}】{undefined}。评分时这道题得 0 分。")
+        cell_scope.warn_outside(ns, names)  # grading runs only setup/answer/test cells
+        verdict = judge(grade_id, cases, wire.loads(dumps(payload))["results"], hidden)  # what the grader would see
+        if not verdict.passed:
+            raise CheckFailed(verdict.message)
+        kind = "隐藏检查" if hidden else "公开检查"
+        note = "" if hidden else "（提交后还有隐藏检查）"
+        print(f"✅ {kind}通过：{grade_id}{note}")
+        return None
+
+    return check
+
+
+check = _make_check(_publisher(), wire.dumps, cases_for, run_cases, registry.driver)
 
 
 class CheckFailed(AssertionError):

@@ -139,7 +139,7 @@ def _make_autograd_watch():
             if name:
                 use.note("calls", name)
             out = func(*args, **kwargs)
-            if (task_id() != -1 or use.graph and use.part == "backward") and _with_grad_fn(out):
+            if (task_id() != -1 or use.graph or use.part == "forward") and _with_grad_fn(out):
                 use.note("graph", graph)
             return out
 
@@ -168,8 +168,10 @@ def _make_autograd_watch():
                 a torch mode already on when the watch started);
         engine  an operator run by a backward pass that is not the grader's (torch.autograd.grad, .backward(),
                 torch.func.vjp / grad, torch.autograd.functional, the engine reached any other way);
-        graph   a torch call returned a tensor with a grad_fn: a graph is being built, inside a backward pass, or
-                (graph=True) anywhere in the "backward" part.
+        graph   a torch call returned a tensor with a grad_fn: a graph is being built inside a backward pass, or in
+                the student's forward (a Function's forward runs with grad off: only the student turns it on), or
+                (graph=True) anywhere in the case. A graph's nodes can be called by hand (`ctx.next_functions`,
+                `node(grad)`), outside autograd's engine: without a graph of the student's there is none to call.
 
         The watch is on from start() to stop() (`with use:`): a driver keeps it on for the whole case, from before
         the student's first call until the results are plain data, so whatever runs in between — the student's
@@ -263,20 +265,50 @@ def _make_autograd_watch():
 AutogradUse = _make_autograd_watch()
 
 
-@contextlib.contextmanager
-def threads_started(flags):
-    """flags["used_threads"]: the student's code started a Python thread (the torch modes above see the
-    calling thread only). Seen by threading's profile hook, and by threads still alive afterwards."""
-    before, started = set(sys._current_frames()), []
+def _make_threads_started():
+    """threads_started, and kernel_threads_at_first_cell, sharing the kernel's own threads (held in their closure)."""
+    kernel, armed = set(sys._current_frames()), []  # at home: the threads alive when the package is imported
 
-    def hook(*args):
-        started.append(True)
-        sys.setprofile(None)
+    def kernel_threads_at_first_cell(shell):
+        """The kernel's own threads are those alive when its first cell starts (a grading kernel's start-up line
+        calls this; the kernel starts some of its threads after that line, none after its first cell starts). Only
+        the first call counts: a later one (a notebook's) would take its own threads for the kernel's."""
+        if armed:
+            return True
+        armed.append(True)
 
-    previous = threading.getprofile()
-    threading.setprofile(hook)
-    try:
-        yield
-    finally:
-        threading.setprofile(previous)
-        flags["used_threads"] = bool(started or set(sys._current_frames()) - before)
+        def mark(*args):
+            kernel.clear()
+            kernel.update(sys._current_frames())
+            shell.events.unregister("pre_run_cell", mark)
+
+        shell.events.register("pre_run_cell", mark)
+        return True
+
+    @contextlib.contextmanager
+    def threads_started(flags):
+        """flags["used_threads"]: a Python thread other than the kernel's own ran Python code while the block ran
+        (the torch modes above see the calling thread only): one started meanwhile (threading's profile hook, or
+        alive at the end), or one started earlier, whenever (an answer cell's worker), whose running frame changed."""
+        me = threading.get_ident()
+        before, started = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}, []
+        lines = {t: f.f_lasti for t, f in before.items()}
+
+        def hook(*args):
+            started.append(True)
+            sys.setprofile(None)
+
+        previous = threading.getprofile()
+        threading.setprofile(hook)
+        try:
+            yield
+        finally:
+            threading.setprofile(previous)
+            now = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}
+            ran = any(t not in before or f is not before[t] or f.f_lasti != lines[t] for t, f in now.items())
+            flags["used_threads"] = bool(started or ran or set(before) - set(now))
+
+    return threads_started, kernel_threads_at_first_cell
+
+
+threads_started, kernel_threads_at_first_cell = _make_threads_started()

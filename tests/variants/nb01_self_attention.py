@@ -306,3 +306,16 @@ VARIANTS["self_attention"]["buggy"] += [
     ("import numpy as np\ndef softmax(x, axis=-1):\n    raise NotImplementedError()\n\n"
      + _ATTENTION_ONLY.replace("return A @ V, A", "return A @ V.T, A"), "ValueError"),
 ]
+
+# attributes of the student's own objects set, a module's function reached by a literal name (issue 36: the static
+# check treats assignments to what an import holds, and names computed at run time, as reaching the grader)
+VARIANTS["softmax"]["correct"].append('''import numpy as np
+
+
+def softmax(x, axis=-1):
+    e = getattr(np, "exp")(x - np.max(x, axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    out = e.ravel()
+    out.shape = e.shape
+    return out
+''')

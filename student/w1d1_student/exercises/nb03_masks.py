@@ -388,14 +388,14 @@ def _lp_gradients(c, out):
     if not np.all(np.isfinite(y)):
         (b,) = first_bad(y, np.nan_to_num(y), 1)
         return fail(f"{stage}{LP_NAN}", shown=f"输入：{_lp_show(c, b)}\n你的 y[{b}]：\n{fmt(y[b], max_items=80)}",
-                    where=f"出错的输出：y（样本 b={b}）")
+                    where="出错的输出：y")
     if out.get("grad_missing"):
         return fail(f"{stage}{GRAD_MISSING}（缺少 {','.join(out['grad_missing'])}）")
     for name in ("dv", "dk", "dq"):
         g = np.asarray(out[name])
         if not np.all(np.isfinite(g)):
             (b,) = first_bad(g, np.nan_to_num(g), 1)
-            return fail(f"{stage}{LP_GRAD_NAN}", where=f"出错的输出：{name}（样本 b={b}）",
+            return fail(f"{stage}{LP_GRAD_NAN}", where=f"出错的输出：{name}",
                         shown=f"输入：{_lp_show(c, b)}\n你的 {name}[{b}]：\n{fmt(g[b], max_items=80)}")
     if c["pad_upstream"] == "zero":
         for grad in _LP_GRADS:

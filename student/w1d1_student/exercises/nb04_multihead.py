@@ -378,7 +378,7 @@ def _weights_per_head(case, out):
         ref = case["_oracle"]["ref"]["attn"]
         averaged = np.allclose(attn.reshape(B, T, T), ref.mean(1), rtol=1e-4, atol=1e-6)
         why = "对头取了平均" if averaged else "只有一个头"
-        return fail(f"【{stage}】need_weights=True 时返回的注意力权重{why}（形状 {attn.shape}）："
+        return fail(f"【{stage}】need_weights=True 时返回的注意力权重{why}" + shown_only_public(f"（形状 {attn.shape}）") + "："
                     f"要返回每个头各自的权重，形状 (B, h, T, T) = {(B, h, T, T)}，不要平均。")
     if out.get("plain_is_tuple"):
         return fail(f"【{stage}】need_weights=False（默认）时只返回 y，不要返回元组。")

@@ -188,8 +188,9 @@ def _dropout_structure(case, out):
     kept = np.isclose(got, A / (1 - p), rtol=1e-4, atol=1e-6)
     zero = np.abs(got) <= 1e-7
     if not (kept | zero).all():
-        return _at(case, f"V 是单位阵时输出就是 dropout 后的注意力权重：每个元素应是 0 或 A/(1-p)。"
-                         f"这里有 {int((~(kept | zero)).sum())} 个元素两者都不是（dropout_p 传错了？）。",
+        return _at(case, "V 是单位阵时输出就是 dropout 后的注意力权重：每个元素应是 0 或 A/(1-p)。"
+                         + shown_only_public(f"这里有 {int((~(kept | zero)).sum())} 个元素两者都不是", "有元素两者都不是")
+                         + "（dropout_p 传错了？）。",
                    shown=f"期望（不 dropout 时 / (1-p)）：{fmt(A[0, 0] / (1 - p))}\n你的：{fmt(got[0, 0])}")
     frac = float(zero.mean())
     if abs(frac - p) > 0.15:

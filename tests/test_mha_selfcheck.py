@@ -177,6 +177,23 @@ def test_no_exact_property_of_the_code_names_a_hidden_class(prop):
         assert not any(key(_code_objects(_class_under_test(c["source"]))) in seen for c in _hidden(range(3)))
 
 
+def test_which_bug_a_class_has_never_reaches_a_kernel(tmp_path):
+    """The run's case file holds what the grader knows of each class; the cell that hands a kernel its cases
+    (nbgrader_plugins) sends the classes without it."""
+    from types import SimpleNamespace
+
+    from autograder.checks import write_case_file
+    from autograder.nbgrader_plugins import SandboxedExecute
+
+    path = write_case_file(3, tmp_path)
+    assert f'"{PRIVATE}":{{"style"' in open(path, encoding="utf-8").read()
+    nb = _source_nb()
+    for gid in ("test_mha_selfcheck", "test_mha_selfcheck__hidden"):
+        index = next(i for i, c in enumerate(nb.cells) if c.id == gid)
+        sent = SandboxedExecute._cases_of(SimpleNamespace(nb=nb, km=SimpleNamespace(case_file=path), _case_file=None), index)
+        assert "class MultiHeadAttention" in sent and PRIVATE not in sent and '"bug"' not in sent, gid
+
+
 def _moved(nb, gids, before):
     """The notebook with the cells `gids` moved, in order, right before the cell `before`."""
     cells = [c for c in nb.cells if c.id in gids]

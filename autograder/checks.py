@@ -33,7 +33,8 @@ def as_data(value):
 
 
 def make_cases(grade_id, seed, hidden):
-    """The cases of one check as the kernel will see them (plain data, after a trip through JSON)."""
+    """The cases of one check as plain data, after a trip through JSON: what a kernel is sent, and what only the
+    grader keeps (exercises/private.py)."""
     cases = cases_of(grade_id)(seed=int(seed), hidden=bool(hidden))
     return wire.decode(json.loads(json.dumps(as_data(cases))))
 

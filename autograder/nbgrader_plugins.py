@@ -279,6 +279,7 @@ class SandboxedExecute(Execute):
         if not calls:
             return None
         from .checks import case_file_of_seed, read_case_file
+        from .exercises.private import for_kernel
 
         if self._case_file is None:  # the run's case file, else one made once per process from the seed
             with timing.timed("cases"):
@@ -290,7 +291,7 @@ class SandboxedExecute(Execute):
         for grade_id, hidden in calls:
             kind = "hidden" if hidden else "public"
             if kind in data.get(grade_id, {}):
-                wanted.setdefault(grade_id, {})[kind] = [] if hidden and grade_id in held else data[grade_id][kind]
+                wanted.setdefault(grade_id, {})[kind] = [] if hidden and grade_id in held else for_kernel(data[grade_id][kind])
         text = json.dumps(wanted, separators=(",", ":"))
         return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
 

@@ -19,6 +19,7 @@ from w1d1_student.runner import PUBLIC_DATA
 
 from .checks import answered, as_data, make_cases
 from .course import REPO
+from .exercises.private import for_kernel
 
 STUDENT_SRC = REPO / "student"
 TOP_LEVEL_MODULES = (REPO / "solutions" / "w1d1" / "w1d1_viz.py", REPO / "solutions" / "w1d1" / "w1day1_checks.py")
@@ -27,7 +28,7 @@ PUBLIC_SEED = 0
 
 def public_cases():
     """{grade_id: [case with every answer that applies to it]} for the public checks."""
-    return {gid: answered(gid, make_cases(gid, PUBLIC_SEED, hidden=False)) for gid in registry.NOTEBOOK_OF}
+    return {gid: for_kernel(answered(gid, make_cases(gid, PUBLIC_SEED, hidden=False))) for gid in registry.NOTEBOOK_OF}
 
 
 def stage(dest):

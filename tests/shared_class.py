@@ -13,7 +13,8 @@ SEED = 7
 BUILDERS = ("tests.test_attacks_intake:build", "tests.test_attacks_on_the_pipeline:build",
             "tests.test_attacks_sandbox_checks:build", "tests.test_backward_by_hand:build",
             "tests.test_sandbox_processes:build", "tests.test_attacks_star_imports:build",
-            "tests.test_copies_in_the_report:build", "tests.test_verdict_text:build", "tests.test_attacks_in_kernel:build")
+            "tests.test_copies_in_the_report:build", "tests.test_verdict_text:build", "tests.test_attacks_in_kernel:build",
+            "tests.test_attacks_unmeasured:build")
 
 
 def build(root):

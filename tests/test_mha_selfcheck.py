@@ -20,6 +20,7 @@ from w1d1_student.exercises.nb04_multihead import CLEAR, PROPERTIES, ZERO, _clas
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.exercises import nb04_multihead as grader
+from autograder.exercises.private import PRIVATE
 from autograder.nbgrader_plugins import judge_cell, withheld
 from autograder.reports import graded_cells
 from tests.entry_points import grade_both
@@ -56,9 +57,34 @@ def test_each_class_is_what_the_table_says_by_exercise_mha(source):
         assert all(_names_the_bug(v, bug) for v in results), [v.mistakes for v in results]
 
 
+def _hidden(seeds):
+    return [c for seed in seeds for c in grader._selfcheck_cases(seed, True)]
+
+
+def _template(case):
+    role = (case[PRIVATE]["style"], case[PRIVATE]["bug"])
+    return next(src for src, r in grader.CLASSES.items() if r == role)
+
+
+def test_a_hidden_class_computes_what_its_template_does():
+    """Written afresh, a hidden class computes its template's outputs and weights exactly, with and without masks."""
+    for case in _hidden(range(3)):
+        mine, template = _class_under_test(case["source"]), _class_under_test(_template(case))
+        for d_model, n_heads in ((16, 4), (6, 1)):
+            a, b = template(d_model, n_heads).double(), mine(d_model, n_heads).double()
+            b.load_state_dict(a.state_dict())
+            x = torch.randn(2, 5, d_model, dtype=torch.float64)
+            causal = torch.ones(5, 5, dtype=torch.bool).triu(1)
+            for mask in (None, causal, causal | (torch.arange(5) >= 3)):
+                with torch.no_grad():
+                    for want, got in zip(a(x, mask, need_weights=True), b(x, mask, need_weights=True)):
+                        assert torch.equal(want.nan_to_num(7.0), got.nan_to_num(7.0)), (case[PRIVATE], case["source"])
+
+
 def test_the_table_holds_for_the_solution_checker_at_every_size():
     """Correct: every value ≤ 1e-6. A bug: every property that must see it > 1e-4; every property the table calls
-    blind (the h = 1 lesson) really sees nothing, so no correct checker is asked for the impossible."""
+    blind really sees nothing (≤ 1e-6), so no correct checker is asked for the impossible (the other correct
+    styles of checker meet the table through the hidden check: tests/variants/nb04_multihead.py)."""
     check = _solution_checker()
     for source, (style, bug) in grader.CLASSES.items():
         cls = _class_under_test(source)
@@ -78,7 +104,7 @@ def test_every_bug_of_the_table_is_written_and_every_style_is_used():
     bugs = {bug for _, bug in grader.CLASSES.values()} - {None}
     assert bugs == set(grader.SELFCHECK_TABLE)
     for seed in range(3):
-        hidden = [grader.CLASSES[c["source"]] for c in grader._selfcheck_cases(seed, True)]
+        hidden = [(c[PRIVATE]["style"], c[PRIVATE]["bug"]) for c in grader._selfcheck_cases(seed, True)]
         assert {bug for _, bug in hidden} - {None} == bugs  # every bug in every run
         assert {style for style, bug in hidden if bug is None} == set(grader._STYLES) - {"torch_own"}
         assert not any(style == "torch_own" for style, _ in hidden)
@@ -92,13 +118,80 @@ def test_a_class_under_test_looks_like_the_students_own():
     import inspect
 
     seen = set()
-    for source in grader.CLASSES:
+    for source in list(grader.CLASSES) + [c["source"] for c in _hidden(range(2))]:
         cls = _class_under_test(source)
         assert (cls.__name__, cls.__qualname__, cls.__module__) == ("MultiHeadAttention",) * 2 + ("__main__",)
         seen.add(tuple(sorted(vars(cls))))
         with pytest.raises((OSError, TypeError)):
             inspect.getsource(cls.forward)
     assert len(seen) == 1, seen
+
+
+def _code_objects(cls):
+    out = []
+
+    def walk(code):
+        out.append(code)
+        for const in code.co_consts:
+            if hasattr(const, "co_code"):
+                walk(const)
+
+    for name in sorted(vars(cls)):
+        if hasattr(vars(cls)[name], "__code__"):
+            walk(vars(cls)[name].__code__)
+    return out
+
+
+# exact properties of a class's code objects a checker could look a class up by
+EXACT = {
+    "bytecode": lambda codes: tuple(c.co_code for c in codes),
+    "forward bytecode": lambda codes: next(c.co_code for c in codes if c.co_name == "forward"),
+    "length of forward's bytecode": lambda codes: len(next(c.co_code for c in codes if c.co_name == "forward")),
+    "names": lambda codes: tuple(c.co_names for c in codes),
+    "local names": lambda codes: tuple(c.co_varnames for c in codes),
+    "constants": lambda codes: tuple(repr(c.co_consts) for c in codes),
+    "line table": lambda codes: tuple(c.co_linetable for c in codes),
+    "everything (the red team's hash)": lambda codes: tuple((c.co_code, c.co_names, repr(c.co_consts)) for c in codes),
+}
+
+
+@pytest.mark.parametrize("prop", list(EXACT))
+def test_no_exact_property_of_the_code_names_a_hidden_class(prop):
+    """A table of an exact property of the code objects, made from every class of 20 other runs (and the
+    templates), cannot name every hidden class of a run: for each run some class has a value the table never
+    saw or saw with another role. A checker that looks classes up that way misses one, so never earns full marks."""
+    key = EXACT[prop]
+    seen = {}
+    cases = _hidden(range(100, 120))
+    roles = [(c[PRIVATE]["style"], c[PRIVATE]["bug"]) for c in cases]
+    sources = [c["source"] for c in cases] + list(grader.CLASSES)
+    for source, role in zip(sources, roles + list(grader.CLASSES.values())):
+        seen.setdefault(key(_code_objects(_class_under_test(source))), set()).add(role[1])
+    for seed in range(3):
+        named = []
+        for case in grader._selfcheck_cases(seed, True):
+            bugs = seen.get(key(_code_objects(_class_under_test(case["source"]))), set())
+            named.append(bugs == {case[PRIVATE]["bug"]})
+        assert not all(named), (prop, seed)
+    if prop.startswith("everything"):  # every hidden class is new to it
+        assert not any(key(_code_objects(_class_under_test(c["source"]))) in seen for c in _hidden(range(3)))
+
+
+def test_which_bug_a_class_has_never_reaches_a_kernel(tmp_path):
+    """The run's case file holds what the grader knows of each class; the cell that hands a kernel its cases
+    (nbgrader_plugins) sends the classes without it."""
+    from types import SimpleNamespace
+
+    from autograder.checks import write_case_file
+    from autograder.nbgrader_plugins import SandboxedExecute
+
+    path = write_case_file(3, tmp_path)
+    assert f'"{PRIVATE}":{{"style"' in open(path, encoding="utf-8").read()
+    nb = _source_nb()
+    for gid in ("test_mha_selfcheck", "test_mha_selfcheck__hidden"):
+        index = next(i for i, c in enumerate(nb.cells) if c.id == gid)
+        sent = SandboxedExecute._cases_of(SimpleNamespace(nb=nb, km=SimpleNamespace(case_file=path), _case_file=None), index)
+        assert "class MultiHeadAttention" in sent and PRIVATE not in sent and '"bug"' not in sent, gid
 
 
 def _moved(nb, gids, before):

@@ -17,6 +17,7 @@ from w1d1_student.runner import run_cases
 import tests.variants as variants_pkg
 from autograder.checks import judge_payload, make_cases
 from autograder.exercises import ANSWERS
+from autograder.exercises.private import for_kernel
 
 STUB = "# 你的代码\nraise NotImplementedError()"
 
@@ -39,7 +40,7 @@ def verdicts(src, grade_id, checks=(False, True), ns=None):
         exec(compile(src, "<answer cell>", "exec"), ns)
     except NotImplementedError:
         pass
-    payloads = [run_cases(grade_id, ns, make_cases(grade_id, 0, h), hidden=h) for h in checks]
+    payloads = [run_cases(grade_id, ns, for_kernel(make_cases(grade_id, 0, h)), hidden=h) for h in checks]
     return [judge_payload(wire.loads(wire.dumps(p)), seed=0) for p in payloads]
 
 

@@ -78,6 +78,16 @@ def _forward_cases(seed, hidden, salt):
     ]
 
 
+def LARGE(g):
+    """A hidden case with ~10⁵ inputs: a backward derived by hand costs about a forward (well under a second),
+    numerical differentiation a forward per input (central differences, complex step), far past the kernel's time
+    limit per cell, which then costs that check only (bench/numerical_backward.py measures both)."""
+    case = {"stage": "大规模：批维 (2,)，T=S=1024，d_k=d_v=16，无掩码：手推的反向和前向差不多快，数值微分（每个输入一次前向）来不及",
+            **_qkv(g, (2,), 1024, 1024, 16, 16), "mask": None, "batch": True}
+    case["dY"] = g.normal(size=case["V"].shape)
+    return case
+
+
 def _backward_cases(seed, hidden):
     cases = _forward_cases(seed, hidden, "attention_backward")
     g = rng(seed, "attention_backward_dY" + str(hidden))
@@ -94,6 +104,8 @@ def _backward_cases(seed, hidden):
         pad["dY"] = g.normal(size=(3, 2))
         pad["dead_keys"] = np.broadcast_to(pad["mask"], (3, 5)).all(axis=-2)
         cases.append(pad)
+    else:
+        cases.append(LARGE(rng(seed, "attention_backward_large")))
     return cases
 
 
@@ -142,7 +154,7 @@ def _function_cases(seed, hidden):
     f32 = {"stage": "float32，批维 (2,2)，随机掩码", **_qkv(g, (2, 2), 3, 5, 4, 2),
            "mask": _random_mask(g, (2, 2, 3, 5)), "dtype": "float32", "gradcheck": False}
     f32["dY"] = g.normal(size=(2, 2, 3, 2))
-    return [cases[0], cases[1], cases[2], cases[3], small, f32]
+    return [cases[0], cases[1], cases[2], cases[3], small, f32, cases[-1]]  # the last: LARGE
 
 
 def _init_cases(seed, hidden):

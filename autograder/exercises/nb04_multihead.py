@@ -5,8 +5,14 @@ Answers: split/merge heads and multi-head attention from the case's own weights.
 
 Float64 references in nn.Linear layout; options reproduce the known bugs.
 """
+import ast
+import builtins
+import keyword
+import re
+
 import numpy as np
 
+from .private import PRIVATE
 from .references import softmax
 from .seeding import rng
 
@@ -274,21 +280,27 @@ ANSWERS = {
 # sent to the kernel just before the hidden check (never while a test cell of an exercise in CARRIES is still
 # to run: autograder/nbgrader_plugins.py).
 
-# bug: (the properties that must see it, the properties that cannot: the h = 1 blind spot is a lesson)
+# bug: (the properties that must see it, the properties blind to it by the math: on that bug a correct checker's
+# value stays ≈ 0, as on a correct class, whatever mask, sizes or dtype it uses). A checker that writes one number
+# (say, the output's distance to a reference of its own) under every key fails on both sides. Blind spots that
+# hold only for some masks are left out: row_sum sees an inverted or transposed -inf mask where it blocks a whole
+# row (NaN), masked sees softmax over the wrong axis where a key is blocked for every query. The h = 1 blind spot
+# of single_head is a lesson of the course (§A.5).
+_ROW, _MASKED, _H1, _PERM = "row_sum", "masked", "single_head", "equivariance"
 SELFCHECK_TABLE = {
-    "merge_no_transpose": (("equivariance", "sdpa"), ("single_head",)),
-    "split_view": (("equivariance", "sdpa"), ("single_head",)),
-    "split_interleave": (("sdpa",), ("single_head", "equivariance")),
-    "scale_dmodel": (("sdpa",), ("single_head",)),
-    "scale_none": (("single_head", "sdpa"), ()),
-    "scale_dk_lin": (("single_head", "sdpa"), ()),
-    "mask_inverted": (("masked", "sdpa"), ()),
-    "mask_inverted_finite": (("masked", "sdpa"), ()),
-    "mask_after_softmax": (("row_sum", "sdpa"), ("masked",)),
-    "mask_transposed": (("masked", "sdpa"), ()),
-    "mask_ignored": (("masked", "sdpa"), ()),
-    "no_wo": (("single_head", "sdpa"), ()),
-    "axis": (("row_sum", "single_head", "sdpa"), ("masked", "equivariance")),
+    "merge_no_transpose": ((_PERM, "sdpa"), (_ROW, _MASKED, _H1)),
+    "split_view": ((_PERM, "sdpa"), (_ROW, _MASKED, _H1)),
+    "split_interleave": (("sdpa",), (_ROW, _MASKED, _H1, _PERM)),
+    "scale_dmodel": (("sdpa",), (_ROW, _MASKED, _H1, _PERM)),
+    "scale_none": ((_H1, "sdpa"), (_ROW, _MASKED, _PERM)),
+    "scale_dk_lin": ((_H1, "sdpa"), (_ROW, _MASKED, _PERM)),
+    "mask_inverted": ((_MASKED, "sdpa"), (_PERM,)),
+    "mask_inverted_finite": ((_MASKED, "sdpa"), (_ROW, _PERM)),
+    "mask_after_softmax": ((_ROW, "sdpa"), (_MASKED, _PERM)),
+    "mask_transposed": ((_MASKED, "sdpa"), (_PERM,)),
+    "mask_ignored": ((_MASKED, "sdpa"), (_ROW, _PERM)),
+    "no_wo": ((_H1, "sdpa"), (_ROW, _MASKED, _PERM)),
+    "axis": ((_ROW, _H1, "sdpa"), (_PERM,)),
 }
 
 # exercise whose hidden cases hold correct classes -> the exercises those classes answer
@@ -458,18 +470,126 @@ def _class_source(style, edits=()):
     return _CLASS + body
 
 
-# source -> (style, bug or None): every class a case can hold, and what the grader knows of it
+# source -> (style, bug or None): the classes as written above (the public cases' and the templates of the hidden ones)
 CLASSES = {_class_source(style): (style, None) for style in _STYLES}
 CLASSES.update({_class_source(style, edits): (style, bug) for bug, ways in _BUG_EDITS.items() for style, edits in ways})
 PUBLIC_CLASSES = (("torch_own", None), ("torch_own", "mask_inverted"), ("torch_own", "no_wo"))
 _SIZES = ((16, 4), (24, 3), (8, 2), (32, 8), (12, 6), (20, 5))
 
+# ------------------------------------------------------------ hidden classes, written afresh for each case
+#
+# A checker must measure a class, not recognise it. Every hidden class is its template (style + bug, above) written
+# again from the run's seed: equivalent spellings drawn for each occurrence, independent statements in a random
+# order, local names and docstrings drawn at random, blank lines that move the line table. No exact property of
+# its code objects (bytecode, names, constants, line numbers) is the same from one run to the next, so a table of
+# them made ahead of time names no class; what the class computes is its template's, to the last rounding.
 
-def _selfcheck_case(stage, style, bug, sizes):
+# pattern -> equivalent spellings ("\\1": the pattern's group)
+_SPELLINGS = (
+    (r"math\.sqrt\((\w+)\)", (r"math.sqrt(\1)", r"\1 ** 0.5", r"math.sqrt(float(\1))", r"(\1 ** 0.5)")),
+    (r'float\("-inf"\)', ('float("-inf")', "-math.inf", "float('-inf')", '-float("inf")', "-torch.inf")),
+    (r"\.transpose\(1, 2\)", (".transpose(1, 2)", ".transpose(2, 1)", ".swapaxes(1, 2)", ".swapdims(2, 1)")),
+    (r"\.transpose\(-2, -1\)", (".transpose(-2, -1)", ".transpose(-1, -2)", ".mT", ".swapaxes(-1, -2)")),
+    (r"\.view\(", (".view(", ".reshape(")),
+    (r"dim=(-\d)", (r"dim=\1", r"\1")),
+    (r"self\.(W_[qkvo])\((\w+)\)", (r"self.\1(\2)", r"F.linear(\2, self.\1.weight, self.\1.bias)")),
+    (r"(\w+) = \1\.masked_fill\(", (r"\1 = \1.masked_fill(", r"\1 = torch.masked_fill(\1, ")),
+)
+_FORWARD_ARGS = {"self", "x", "mask", "need_weights"}
+_WORDS = ("多头", "注意力", "拆头", "合并", "缩放", "掩码", "投影", "分数", "权重", "输出", "heads", "scores", "weights",
+          "attention", "project", "split", "merge", "mask", "scale", "output")
+
+
+def _respelled(text, g):
+    for pattern, ways in _SPELLINGS:
+        text = re.sub(pattern, lambda m, ways=ways: m.expand(ways[int(g.integers(len(ways)))]), text)
+    return text
+
+
+def _shuffled_runs(lines, g, starts):
+    """Runs of consecutive lines that each start with one of `starts` (independent statements), shuffled."""
+    out, i = [], 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and lines[j].lstrip().startswith(starts):
+            j += 1
+        if j - i > 1:
+            out += [lines[i + int(k)] for k in g.permutation(j - i)]
+            i = j
+        else:
+            out.append(lines[i])
+            i += 1
+    return out
+
+
+def _fresh_names(names, g):
+    """name -> a new random identifier, none a keyword, builtin or name the class uses otherwise."""
+    taken = set(dir(builtins)) | set(keyword.kwlist) | {"torch", "F", "nn", "math"} | _FORWARD_ARGS
+    out = {}
+    for name in sorted(names):
+        new = ""
+        while not new or new in taken:
+            new = "".join(g.choice(list("abcdefghijklmnopqrstuvwxyz"), size=int(g.integers(1, 7))))
+            if g.random() < 0.3:
+                new += "_" + str(int(g.integers(100)))
+        taken.add(new)
+        out[name] = new
+    return out
+
+
+def _local_names(forward_text):
+    """The names `forward` binds itself (locals, helpers and their parameters), not its own parameters."""
+    tree = ast.parse("class C:\n" + forward_text)
+    names = set()
+    for node in ast.walk(tree.body[0].body[0]):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not tree.body[0].body[0]:
+            names.update(a.arg for a in node.args.args)
+            if isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+    return names - _FORWARD_ARGS
+
+
+def _docstring(g, indent):
+    words = [_WORDS[int(i)] for i in g.integers(len(_WORDS), size=int(g.integers(2, 6)))]
+    return f'{indent}"""{" ".join(words)} {int(g.integers(10**6))}"""\n'
+
+
+def _written_afresh(source, g):
+    """The class `source` written again: same computation, new text (see above)."""
+    head, forward = source.split("    def forward(", 1)
+    forward = "    def forward(" + _respelled(forward, g)
+    names = _fresh_names(_local_names(forward), g)
+    forward = re.sub(r"(?<![\w.\"'])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")(?![\w\"'])",
+                     lambda m: names[m.group(1)], forward)
+    first, body = forward.split("\n", 1)
+    lines = _shuffled_runs(body.splitlines(), g, tuple(f"{names.get(n, n)} = " for n in "qkv"))
+    depth, spaced = 0, []
+    for line in lines:
+        spaced.append(line)
+        depth += line.count("(") + line.count("[") - line.count(")") - line.count("]")
+        if depth == 0 and line.strip() and g.random() < 0.3:
+            spaced.append("")
+    forward = first + "\n" + _docstring(g, " " * 8) + "\n".join(spaced) + "\n"
+    head = head.replace(
+        "class MultiHeadAttention(nn.Module):\n", "class MultiHeadAttention(nn.Module):\n" + _docstring(g, " " * 4))
+    if g.random() < 0.5:
+        pair = ["        self.d_model = d_model", "        self.n_heads = n_heads"]
+        head = head.replace("        self.d_model, self.n_heads = d_model, n_heads", "\n".join(pair[::1 - 2 * int(g.integers(2))]))
+    head = "\n".join(_shuffled_runs(head.splitlines(), g, ("self.W_",))) + "\n"
+    return head + forward
+
+
+def _selfcheck_case(stage, style, bug, sizes, g=None):
+    """A case holding one class: the template as written (public), or written afresh from `g` (hidden). What the
+    grader knows of the class stays in the grader's case file (PRIVATE: never sent to a kernel)."""
     source = next(src for src, role in CLASSES.items() if role == (style, bug))
     d_model, n_heads = sizes or (None, None)
     size = "默认大小" if sizes is None else f"d_model={d_model}, n_heads={n_heads}"
-    return {"stage": f"{stage}（{_STYLES[style][0]}），{size}", "source": source, "d_model": d_model, "n_heads": n_heads}
+    return {"stage": f"{stage}（{_STYLES[style][0]}），{size}", "d_model": d_model, "n_heads": n_heads,
+            "source": source if g is None else _written_afresh(source, g),
+            "torch_seed": 0 if g is None else int(g.integers(2**31)), PRIVATE: {"style": style, "bug": bug}}
 
 
 def _selfcheck_cases(seed, hidden):
@@ -485,7 +605,7 @@ def _selfcheck_cases(seed, hidden):
     for i, j in enumerate(order, start=1):
         style, bug = roles[j]
         sizes = None if i % 3 == 1 else tuple(int(n) for n in _SIZES[int(g.integers(len(_SIZES)))])
-        cases.append(_selfcheck_case(f"隐藏检查的第 {i} 个类", style, bug, sizes))
+        cases.append(_selfcheck_case(f"隐藏检查的第 {i} 个类", style, bug, sizes, g))
     return cases
 
 
@@ -493,8 +613,8 @@ CASES["mha_selfcheck"] = _selfcheck_cases
 
 
 def _role(c):
-    """What the grader knows of a case's class: its bug (None: a correct class)."""
-    return {"bug": CLASSES[c["source"]][1]}
+    """What the grader knows of a case's class: its bug (None: a correct class), from the grader's own case data."""
+    return {"bug": c[PRIVATE]["bug"]}
 
 
 ANSWERS["mha_selfcheck"] = {

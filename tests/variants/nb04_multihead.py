@@ -710,9 +710,107 @@ CHEAT_PATCHES_AND_RESTORES = CHEAT_SDPA_SUBCLASS.replace("    mha_cls = Fixed\n"
     return errors
 ''')
 
+# float32 throughout (torch's default dtype, no .double()), a random permutation redrawn until it moves something,
+# SDPA under another name, unflatten/flatten for the heads (the red team's honest style)
+SELFCHECK_FLOAT32 = '''
+import torch
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    B, T = 3, 7
+    x = torch.randn(B, T, d_model)
+    causal = torch.ones(T, T).triu(1).bool()
+    m, one = mha_cls(d_model, n_heads), mha_cls(d_model, 1)
+    out = {}
+    with torch.no_grad():
+        y, a = m(x, causal, need_weights=True)
+        out["row_sum"] = float((a.sum(-1) - 1).abs().max())
+        out["masked"] = float(a[..., causal].abs().max())
+        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)
+        ref1 = one.W_o(torch.softmax(q @ k.mT / d_model ** 0.5, -1) @ v)
+        out["single_head"] = float((one(x) - ref1).abs().max())
+        p = torch.randperm(T)
+        while bool((p == torch.arange(T)).all()):
+            p = torch.randperm(T)
+        out["equivariance"] = float((m(x[:, p]) - m(x)[:, p]).abs().max())
+        hd = lambda t: t.unflatten(-1, (n_heads, -1)).transpose(1, 2)
+        o = sdpa(hd(m.W_q(x)), hd(m.W_k(x)), hd(m.W_v(x)), attn_mask=causal.logical_not())
+        out["sdpa"] = float((y - m.W_o(o.transpose(1, 2).flatten(2))).abs().max())
+    return out
+'''
+
+# one differential test (the class against a reference of its own on the class's weights) under all five keys:
+# it sees every bug, and so reports it also where the property named cannot see it (red team, break 7)
+CHEAT_ONE_NUMBER = '''
+import math
+import torch
+
+
+def _ref(m, x, mask, h):
+    B, T, d = x.shape
+    dk = d // h
+    q, k, v = (W(x).reshape(B, T, h, dk).permute(0, 2, 1, 3) for W in (m.W_q, m.W_k, m.W_v))
+    s = (q @ k.transpose(-2, -1) / math.sqrt(dk)).masked_fill(mask, float("-inf"))
+    return m.W_o((torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(B, T, d))
+
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 5, d_model, generator=g, dtype=torch.float64)
+    mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    m = mha_cls(d_model, n_heads).double()
+    with torch.no_grad():
+        e = (m(x, mask) - _ref(m, x, mask, n_heads)).abs().max().item()
+    return {k: e for k in ("row_sum", "masked", "single_head", "equivariance", "sdpa")}
+'''
+
+# no measurement: the classes recognised by a hash of their code objects, made from the grader's correct classes
+# (autograder/exercises/nb04_multihead.py, public) ahead of time (red team, break 8)
+FINGERPRINT = '''
+import hashlib
+
+
+def _codes(c, out):
+    out.append(c.co_code)
+    out.append(repr(c.co_names).encode())
+    for k in c.co_consts:
+        if hasattr(k, "co_code"):
+            _codes(k, out)
+        else:
+            out.append(repr(k).encode())
+
+
+def _fp(cls):
+    out = []
+    for name in sorted(vars(cls)):
+        if hasattr(vars(cls)[name], "__code__"):
+            _codes(vars(cls)[name].__code__, out)
+    return hashlib.sha256(b"|".join(out)).hexdigest()
+'''
+
+
+def fingerprint_checker():
+    """FINGERPRINT with the hashes of every correct class the grader's source lists."""
+    from w1d1_student.exercises.nb04_multihead import _class_under_test
+
+    from autograder.exercises.nb04_multihead import CLASSES
+
+    scope = {}
+    exec(FINGERPRINT, scope)
+    good = sorted(scope["_fp"](_class_under_test(src)) for src, (_, bug) in CLASSES.items() if bug is None)
+    return FINGERPRINT + f"\n_GOOD = {good!r}\n" + '''
+
+def mha_property_errors(mha_cls, d_model=16, n_heads=4):
+    e = 0.0 if _fp(mha_cls) in _GOOD else 1.0
+    return {k: e for k in ("row_sum", "masked", "single_head", "equivariance", "sdpa")}
+'''
+
+
 VARIANTS["mha_selfcheck"] = {
     "solution": notebook_solution("mha_selfcheck"),
-    "correct": [SELFCHECK, SELFCHECK_LOOP, SELFCHECK_EINSUM, SELFCHECK_SIZES, decorated(SELFCHECK, "mha_property_errors")],
+    "correct": [SELFCHECK, SELFCHECK_LOOP, SELFCHECK_EINSUM, SELFCHECK_SIZES, decorated(SELFCHECK, "mha_property_errors"),
+                SELFCHECK_FLOAT32],
     "buggy": [
         # weak checks: one property left out, each named by the bug it lets through
         (SELFCHECK_NO["row_sum"], "掩码加在了 softmax 之后"),
@@ -733,13 +831,15 @@ VARIANTS["mha_selfcheck"] = {
         (CHEAT_ZEROS, "你的检查没有发现：掩码的约定反了"),
         (CHEAT_ZEROS.replace("0.0", "1.0"), "这是一个正确的实现，你的检查却说它有错"),
         (CHEAT_BY_NAME, "你的检查没有发现"),
-        (CHEAT_FIRST_IS_RIGHT, "这是一个正确的实现，你的检查却说它有错"),
+        (CHEAT_FIRST_IS_RIGHT, "你的检查把一个错误报在了看不出它的性质上"),
         (CHEAT_BY_SOURCE, "没有源文件可读"),
-        (CHEAT_BY_CODE_NAMES, "这是一个正确的实现，你的检查却说它有错"),
+        (CHEAT_BY_CODE_NAMES, "你的检查把一个错误报在了看不出它的性质上"),
         (CHEAT_BY_ATTRIBUTES, "你的检查没有发现"),
         (CHEAT_SDPA_SUBCLASS, "你的检查没有发现"),
         (CHEAT_PATCHES_CLASS, "修改了被测的类"),
         (CHEAT_PATCHES_AND_RESTORES, "你的检查没有发现"),
+        (CHEAT_ONE_NUMBER, "你的检查把一个错误报在了看不出它的性质上"),
+        (fingerprint_checker(), "你的检查把一个错误报在了看不出它的性质上"),
     ],
 }
 # the prompt warns about the flip of SDPA's mask and names W_O among what h = 1 sees: the public check names them

@@ -13,9 +13,9 @@ the calling thread, so starting a Python thread is itself reported.
 Verdicts: split_merge_heads, mha — tables for the engine's staged loop.
 
 mha_selfcheck grades the student's own checks by mutation analysis: each case holds one class (the grader's
-source text, defined afresh here like the student's own class); the student's `mha_property_errors` measures
-it, and the verdict reads from the grader's answers whether the class is correct (every value ≈ 0) or has a
-known bug (the properties that see it clearly non-zero).
+source text, a hidden one written afresh for each run, defined here like the student's own class); the student's
+`mha_property_errors` measures it, and the verdict reads from the grader's answers whether the class is correct
+(every value ≈ 0) or has a known bug (the properties that see it clearly non-zero, those blind to it ≈ 0).
 
 The float64 reference is built from the case's own weights (the driver SET them in the student's
 module); for each realistic bug the grader reproduces its output so a mismatch names the mistake.
@@ -493,8 +493,8 @@ def _call_selfcheck(ns, case):
     own, bases = dict(vars(cls)), cls.__bases__
     sizes = {} if case["d_model"] is None else {"d_model": case["d_model"], "n_heads": case["n_heads"]}
     torch = _torch()
-    with torch.random.fork_rng(devices=[]):  # the classes' initial weights: the same at home and while grading
-        torch.manual_seed(0)
+    with torch.random.fork_rng(devices=[]):  # the classes' initial weights: the case's (public: the same at home)
+        torch.manual_seed(case["torch_seed"])
         got = check(cls, **sizes)
     now = vars(cls)
     out = {"returned": _number(got)[1] if type(got) is not dict else "dict",
@@ -530,6 +530,9 @@ MSG_SOURCE = ("被测的类是评分程序给的，没有源文件可读：检�
               "不要读它的源代码、名字或属性来判断它对不对。")
 
 
+MSG_BLIND_LOUD = "你的检查把一个错误报在了看不出它的性质上："
+
+
 def _shown(out, names):
     return "、".join(f"{name} = {out[name]:.3g}" for name in names)
 
@@ -555,7 +558,8 @@ def _returned(case, out):
 
 def _mutants(case, out):
     """A correct class: every value ≈ 0. A class with a known bug: each property the grader's table says sees it
-    is clearly non-zero (NaN counts: an `assert error < 1e-6` fails on it)."""
+    is clearly non-zero (NaN counts: an `assert error < 1e-6` fails on it), and each property blind to it by the
+    math stays ≤ 1e-4 (one number written under every key cannot do both)."""
     stage, bug = case["stage"], known("ref")(case)["bug"]
     if bug is None:
         flagged = [name for name in PROPERTIES if not out[name] <= ZERO]
@@ -568,12 +572,18 @@ def _mutants(case, out):
     message, buggy = next((m, b) for m, b in SELFCHECK_BUGS if b.name == bug)
     row = buggy(case)
     missed = [name for name in row["sees"] if out[name] <= CLEAR]
-    if not missed:
-        return None
-    blind = "".join(f"\n（{name}：{BLIND[name]}）" for name in row["blind"] if name in BLIND)
-    return fail(f"【{stage}】你的检查没有发现：{message}。应当发现它的性质：{'、'.join(row['sees'])}；"
-                f"你的 {'、'.join(missed)} 不够明显（应 > {LIMITS[CLEAR]}）{shown_only_public('：' + _shown(out, missed))}。{blind}",
-                mistakes=((bug, f"你的检查没有发现：{message}"),))
+    if missed:
+        blind = "".join(f"\n（{name}：{BLIND[name]}）" for name in row["blind"] if name in BLIND)
+        return fail(f"【{stage}】你的检查没有发现：{message}。应当发现它的性质：{'、'.join(row['sees'])}；"
+                    f"你的 {'、'.join(missed)} 不够明显（应 > {LIMITS[CLEAR]}）{shown_only_public('：' + _shown(out, missed))}。{blind}",
+                    mistakes=((bug, f"你的检查没有发现：{message}"),))
+    loud = [name for name in row["blind"] if not out[name] <= CLEAR]
+    if loud:
+        return fail(f"【{stage}】{MSG_BLIND_LOUD}这个类只有一个错误：{message}；数学上 {'、'.join(loud)} 看不出它"
+                    f"（在这个类上和在正确的实现上一样 ≈ 0），你的检查却在这几项报了错"
+                    f"{shown_only_public('：' + _shown(out, loud))}（应 ≤ {LIMITS[CLEAR]}）。每一项要测它自己的性质。",
+                    mistakes=((None, MSG_BLIND_LOUD),))
+    return None
 
 
 def _selfcheck_error(case, res):

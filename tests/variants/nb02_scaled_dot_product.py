@@ -129,9 +129,12 @@ AUTOGRAD_WAYS = {
     "torch.func.grad": "dq, dk, dv = torch.func.grad(lambda a, b, c: (_rebuild(a, b, c, mask) * dy).sum(),\n"
                        "                            argnums=(0, 1, 2))(q.detach(), k.detach(), v.detach())",
     # forward mode: the whole Jacobian by torch.func.jacfwd, contracted with dy
-    "torch.func.jacfwd": "jq, jk, jv = torch.func.jacfwd(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))(\n"
-                         "    q.detach(), k.detach(), v.detach())\n"
-                         "dq, dk, dv = (torch.tensordot(dy, j, dims=dy.dim()) for j in (jq, jk, jv))",
+    "torch.func.jacfwd": "if q.numel() <= 4096:  # the large hidden case's Jacobian would take 25 GB: a vjp there\n"
+                         "    jq, jk, jv = torch.func.jacfwd(lambda a, b, c: _rebuild(a, b, c, mask), argnums=(0, 1, 2))(\n"
+                         "        q.detach(), k.detach(), v.detach())\n"
+                         "    dq, dk, dv = (torch.tensordot(dy, j, dims=dy.dim()) for j in (jq, jk, jv))\n"
+                         "else:\n"
+                         "    dq, dk, dv = torch.func.vjp(lambda a, b, c: _rebuild(a, b, c, mask), q, k, v)[1](dy)",
     "helper": "dq, dk, dv = _gradients(q, k, v, mask, dy)",
 }
 _HELPER = '''
@@ -669,6 +672,8 @@ def _attn(q, k, v, mask):
     return torch.softmax(s, -1) @ v
 
 def _jacobians(Q, K, V, mask):
+    if np.size(Q) > 4096:  # the large hidden case's Jacobian would take 25 GB
+        raise MemoryError("Jacobian too large")
     ins = tuple(torch.tensor(np.asarray(a, dtype=np.float64)) for a in (Q, K, V))
     return [j.numpy() for j in torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, mask), ins)]
 

@@ -14,11 +14,13 @@ points (the red team of issue 36, round 2). Each student below scored full marks
 - shape_leak: softmax returns, on hidden cases, an empty array whose shape spells the case's inputs.
 """
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
-from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -536,16 +538,33 @@ def test_a_hidden_verdict_shows_nothing_the_students_output_spells(classes, path
 
 # ---- the same, in process (the watch's mechanisms, no sandbox)
 
+RUN_IN_CAP = """
+import resource, sys
+from w1d1_student import wire
+from w1d1_student.runner import run_cases
+from autograder.checks import make_cases
+cap = int(sys.argv[3]) * 2**20
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+ns = {"__name__": "__main__"}
+exec(compile(sys.argv[2], "<answer cell>", "exec"), ns)
+print(repr([wire.dumps(run_cases(sys.argv[1], ns, make_cases(sys.argv[1], 0, h), hidden=h)) for h in (False, True)]))
+"""
+
+
 def _verdicts(src, grade_id):
+    """The public and the hidden verdict of `src`, its checks run in a python of their own under the kernel's memory
+    cap (in this process an attack's graph on the large hidden case grew past 20 GB)."""
+    import ast
+
     from w1d1_student import wire
-    from w1d1_student.runner import run_cases
 
-    from autograder.checks import judge_payload, make_cases
+    from autograder.checks import judge_payload
+    from autograder.sandbox import Limits
 
-    ns = {"__name__": "__main__"}
-    exec(compile(src, "<answer cell>", "exec"), ns)
-    return [judge_payload(wire.loads(wire.dumps(run_cases(grade_id, ns, make_cases(grade_id, 0, h), hidden=h))), seed=0)
-            for h in (False, True)]
+    run = subprocess.run([sys.executable, "-c", RUN_IN_CAP, grade_id, src, str(Limits().memory_mb)],
+                         capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return [judge_payload(wire.loads(text), seed=0) for text in ast.literal_eval(run.stdout.strip().splitlines()[-1])]
 
 
 IDLE_THREAD = '''

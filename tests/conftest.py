@@ -1,7 +1,29 @@
-"""Make the repo root importable (autograder, tests.variants, tools)."""
+"""Make the repo root importable (autograder, tests.variants, tools); start grading the attack class as the run
+starts (tests/shared_class.py), in the process that runs the session (not in each xdist worker)."""
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+AHEAD = []
+
+
+def pytest_sessionstart(session):
+    from tests import shared_class
+
+    if hasattr(session.config, "workerinput") or not shared_class.needed_by(session.config.args):
+        return
+    AHEAD.append(shared_class.start_ahead(session.config._tmp_path_factory.getbasetemp()))
+
+
+def pytest_sessionfinish(session):
+    import os
+    import signal
+
+    for proc in AHEAD:
+        if proc.poll() is None:  # the run ended before any test needed the class
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -103,12 +103,14 @@ def _nbgrader(course, *args, timeout=1800):
                           text=True, timeout=timeout)
 
 
-def by_nbgrader(submissions, course, feedback=True):
+def by_nbgrader(submissions, course, feedback=True, timeout=None):
     """Copy each student folder to course/submitted/<student>/w1d1 (as `nbgrader collect` leaves it),
-    then autograde and generate feedback with nbgrader's own commands."""
+    then autograde and generate feedback with nbgrader's own commands; `timeout`: a cell's limit in seconds, set
+    in the course's nbgrader_config.py as an instructor would (the course's own when None)."""
     course = Path(course)
     course.mkdir(parents=True, exist_ok=True)
-    (course / "nbgrader_config.py").write_text(course_config(course, course / "exchange"), encoding="utf-8")
+    own = f"\nc.SandboxedExecute.timeout = {timeout}\n" if timeout else ""
+    (course / "nbgrader_config.py").write_text(course_config(course, course / "exchange") + own, encoding="utf-8")
     logs, code = [], 0
     gen = _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
     logs.append(gen.stdout + gen.stderr)
@@ -132,7 +134,7 @@ def grade_both(submissions, tmp, **kw):
 
     tmp = Path(tmp)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        hub_path = pool.submit(by_nbgrader, submissions, tmp / "by-nbgrader")
+        hub_path = pool.submit(by_nbgrader, submissions, tmp / "by-nbgrader", timeout=kw.get("timeout"))
         command = by_command(submissions, tmp / "by-command", **kw)   # main thread: it may set signal handlers
         return {"command": command, "nbgrader": hub_path.result()}
 

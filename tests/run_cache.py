@@ -19,7 +19,12 @@ def run_dir(tmp_path_factory):
 
 def once(tmp_path_factory, name, make):
     """make(folder)'s result, made at most once per test run; `folder` is its own and stays for the run."""
-    folder = run_dir(tmp_path_factory) / name
+    return once_in(run_dir(tmp_path_factory), name, make)
+
+
+def once_in(run, name, make):
+    """once(), given the run's folder (a process started ahead of the tests has no tmp_path_factory)."""
+    folder = run / name
     folder.mkdir(exist_ok=True)
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes

@@ -7,8 +7,9 @@
   the hidden classes are written afresh for each run, so no table made ahead of time knows them;
 - a backward by numerical differentiation (complex step in attention_backward, central differences over the
   student's numerical_gradient in AttentionFunction.backward): the hidden check's large case needs ~10⁵ forwards,
-  past the kernel's time limit per cell, which costs that test cell only (bench/numerical_backward.py: the
-  figures); the public checks and every other exercise keep their points."""
+  past the kernel's time limit per cell (the class's limit is shared_class.CELL_LIMIT; bench/numerical_backward.py
+  measures them against the course's 120 s), which costs that test cell only; the public checks and every other
+  exercise keep their points."""
 import nbformat
 import pytest
 

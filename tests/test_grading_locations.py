@@ -1,11 +1,10 @@
 """The grader works from any folder, and says why when it cannot (issue 36, item 5).
 
-A copy of the course in a folder under /tmp whose name has a space and Chinese, with its venv there (the repo's,
-bind-mounted in a mount namespace of the test's own, as `make venv` would leave one), grades a student through both
-entry points; so does the course run by a python reached through symlinks (a venv linked in from elsewhere, its
-site-packages and the base interpreter's standard library behind links: the layout of a conda env or a pyenv or Nix
-base). A layout the sandbox cannot serve (a python folder only its owner can enter) is refused before grading, on
-both paths, with its real cause and what to do. Needs root (mounts; kernels of their own uid).
+A copy of the course in a folder under /tmp whose name has a space and Chinese, run by a python under /tmp reached
+through symlinks (a venv linked in from elsewhere, its site-packages and the base interpreter's standard library
+behind links: the layout of a conda env or a pyenv or Nix base), grades a student through both entry points. A
+layout the sandbox cannot serve (a python folder only its owner can enter) is refused before grading, on both
+paths, with its real cause and what to do. Needs root (mounts; kernels of their own uid).
 """
 import json
 import os
@@ -116,20 +115,11 @@ def tmp_course(tmp_path_factory):
     return root, course, a_class(root / "class")
 
 
-def test_a_course_under_tmp_with_its_venv_there_grades_on_both_paths(tmp_course):
-    """The checkout and its venv under /tmp, in a folder named with a space and Chinese: main graded every student
-    0 on the grading command ("评分系统错误", an empty reason): its forked kernels mounted a fresh /tmp over the venv."""
-    root, course, subs = tmp_course
-    venv = course / ".venv"
-    runs = grade_both(venv / "bin" / "python", course, subs, root / "bound", wrap=lambda cmd: in_namespace(venv, cmd))
-    for path in ENTRY_POINTS:
-        rc, log, scores = runs[path]
-        assert rc == 0 and points(scores, "honest") == FULL, (path, log[-3000:])
-
-
-def test_a_python_reached_through_links_grades_on_both_paths(tmp_course):
-    """A venv linked in from elsewhere, its site-packages and the base's standard library behind links: main showed
-    the kernels neither ("安装 bubblewrap", or every student 0)."""
+def test_a_course_under_tmp_run_by_a_python_reached_through_links_grades_on_both_paths(tmp_course):
+    """The checkout under /tmp, in a folder named with a space and Chinese, run by a venv linked in from elsewhere
+    under /tmp, its site-packages and the base's standard library behind links (one grading for both layouts):
+    main graded every student 0 on the grading command ("评分系统错误", an empty reason), its forked kernels having
+    mounted a fresh /tmp over the venv; with the links it showed the kernels neither ("安装 bubblewrap")."""
     root, course, subs = tmp_course
     python, _ = linked_python(root / "linked")
     runs = grade_both(python, course, subs, root / "linked-run")

@@ -9,6 +9,7 @@ Through the real sandbox and both entry points (the grading command and plain `n
   not the one the kernel loads: the kernel's folder is filled from the release, on every path.
 """
 import asyncio
+import html
 import subprocess
 import sys
 import textwrap
@@ -295,7 +296,10 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
 def test_sdpa_in_a_forked_child_earns_nothing(both, path):
     g = both[path]
     assert points(g, "proc_forker", NB04, "mha") == 0
-    assert full(g, "proc_forker", NB04, "split_merge_heads")
+    # its getattr(<module>, <computed name>) is machinery use to the static check (issue 36): every exercise of the
+    # notebook scores 0 (forbidden_calls.answer_problems), and the page says why
+    assert points(g, "proc_forker", NB04, "split_merge_heads") == 0
+    assert "getattr(<模块>, <运行时算出的名字>)" in html.unescape(g.page("proc_forker", NB04))
     assert full(g, "proc_honest", NB04, "mha") and full(g, "proc_honest", NB04, "split_merge_heads")
 
 

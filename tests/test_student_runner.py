@@ -92,7 +92,8 @@ def test_a_check_publishes_with_the_display_bound_when_the_runner_was_imported(m
     seen = []
     monkeypatch.setattr(IPython.display, "display", lambda *a, **k: seen.append(a))
     printed = _graded_softmax(monkeypatch, capsys)
-    assert not seen and "application/vnd.w1d1.probe+json" in printed and "softmax" in printed
+    # printed by the display held at import: the raw bundle, or its text/plain where an IPython shell ran earlier
+    assert not seen and "[softmax] 检查结果已提交评分" in printed
 
 
 def test_the_registry_runs_the_drivers_it_held_when_imported(monkeypatch):

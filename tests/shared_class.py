@@ -11,10 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.course import REPO
 from tests.entry_points import grade_both
 from tests.run_cache import once
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SEED = 7
 CELL_LIMIT = 45  # s; every honest cell of the class needs a few
@@ -54,13 +53,13 @@ def start_ahead(run):
     it halfway through; a test that needs it first takes the lock and waits, or grades it itself."""
     (run / "attack-class").mkdir(exist_ok=True)
     log = open(run / "attack-class" / "ahead.log", "w")
-    return subprocess.Popen([sys.executable, "-c", AHEAD, str(run)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    return subprocess.Popen([sys.executable, "-c", AHEAD, str(run)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
 def needed_by(args):
     """Whether a pytest run of `args` (paths, node ids) collects a file whose tests read the class."""
-    files = [ROOT / (module.split(":")[0].replace(".", "/") + ".py") for module in BUILDERS]
+    files = [REPO / (module.split(":")[0].replace(".", "/") + ".py") for module in BUILDERS]
     for arg in args or ["."]:
         path = Path(arg.split("::")[0]).resolve()
         if any(f == path or path in f.parents for f in files):

@@ -82,8 +82,9 @@ def hostile_fs(target, victim):
     reference and the gradebook; a big file. All in an answer cell (answer cells run while grading)."""
     return f'''
 import importlib, os, sys
-try:  # a computed import: machinery use to the static check since issue 36 (the page says so)
-    pkg = importlib.import_module("auto" + "grader").__file__
+_load = importlib.import_module  # spelled so that the static check does not see the computed import
+try:
+    pkg = _load("auto" + "grader").__file__
 except ImportError:  # the grader is not in the kernel at all, only the student package
     pkg = "none"
 print("CWD", os.getcwd(), "PKG", pkg, "PYTHONPATH", os.environ.get("PYTHONPATH"))
@@ -229,8 +230,7 @@ def test_kernel_folder_is_private_and_forgotten(graded):
     assert sorted(p.name for p in (out / "feedback" / student).iterdir()) == [f"{NB}.html"]
     fb = (out / "feedback" / student / f"{NB}.html").read_text()
     assert "BEGIN SOLUTION" not in fb
-    # graded to the end: its computed import_module is machinery use to the static check (issue 36), said on the page
-    assert "import_module(&lt;运行时算出的名字或代码&gt;)" in fb or "import_module(<运行时算出的名字或代码>)" in fb
+    assert full_marks(graded, student, "softmax")
     assert all(full_marks(graded, "honest", ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
     # nothing in the kernel names the grader's disk
     cwd = re.search(r"CWD (\S+) PKG (\S+) PYTHONPATH (\S+)", text)

@@ -75,10 +75,9 @@ def test_obfuscated_patch_is_caught_at_run_time(scores):
     table, feedback = scores
     assert table[("obfuscated", "mha")][1] > 0 and table[("obfuscated", "mha")][0] == 0
     assert "nn.MultiheadAttention" in feedback["obfuscated/04_multihead"]
-    # its assignment to an object an import holds is machinery use to the static check (issue 36): every exercise
-    # of the notebook scores 0, saying why
-    assert table[("obfuscated", "split_merge_heads")][0] == 0 < table[("obfuscated", "split_merge_heads")][1]
-    assert "里的对象赋值" in feedback["obfuscated/04_multihead"]
+    # the static check saw nothing (only mha, the run-time catch, loses points)
+    assert "评分检查机制" not in feedback["obfuscated/04_multihead"]
+    assert table[("obfuscated", "split_merge_heads")][0] == table[("obfuscated", "split_merge_heads")][1] > 0
 
 
 def test_overriding_apply_earns_nothing(scores):

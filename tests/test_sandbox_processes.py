@@ -27,13 +27,13 @@ from tests.variants.nb04_multihead import MHA, MHA_IN_THREAD, MHA_THREAD_SDPA_MA
 NB01, NB04 = "01_self_attention", "04_multihead"
 
 # mha through torch's SDPA, computed in a forked child (forward and backward), results over a pipe;
-# the name is spelled so that the static check of the answer does not see it
+# the name and getattr are spelled so that the static check of the answer does not see them: the sandbox must
 _FORK_HELPERS = '''
 import os, pickle
 import torch
 from torch import nn
 
-_ATTEND = "_scaled_dot_" + "product_attention_math"
+_ATTEND, _look = "_scaled_dot_" + "product_attention_math", getattr
 
 
 def _in_child(fn, *args):
@@ -55,13 +55,13 @@ def _in_child(fn, *args):
 
 
 def _forward(q, k, v, am):
-    return getattr(torch, _ATTEND)(q, k, v, attn_mask=am)
+    return _look(torch, _ATTEND)(q, k, v, attn_mask=am)
 
 
 def _backward(q, k, v, am, gy, gatt):
     with torch.enable_grad():
         q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        y, att = getattr(torch, _ATTEND)(q, k, v, attn_mask=am)
+        y, att = _look(torch, _ATTEND)(q, k, v, attn_mask=am)
         torch.autograd.backward([y, att], [gy, gatt])
     return q.grad, k.grad, v.grad
 
@@ -296,10 +296,9 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
 def test_sdpa_in_a_forked_child_earns_nothing(both, path):
     g = both[path]
     assert points(g, "proc_forker", NB04, "mha") == 0
-    # its getattr(<module>, <computed name>) is machinery use to the static check (issue 36): every exercise of the
-    # notebook scores 0 (forbidden_calls.answer_problems), and the page says why
-    assert points(g, "proc_forker", NB04, "split_merge_heads") == 0
-    assert "getattr(<模块>, <运行时算出的名字>)" in html.unescape(g.page("proc_forker", NB04))
+    # past the static check: the sandbox refuses the fork itself, and only mha, whose cell forks, loses its points
+    assert full(g, "proc_forker", NB04, "split_merge_heads")
+    assert "评分检查机制" not in html.unescape(g.page("proc_forker", NB04))
     assert full(g, "proc_honest", NB04, "mha") and full(g, "proc_honest", NB04, "split_merge_heads")
 
 

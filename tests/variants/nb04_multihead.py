@@ -421,13 +421,15 @@ class MultiHeadAttention(nn.Module):
         return (y, a) if need_weights else y
 '''
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
-# the same, spelled so that the grader's static check of the source does not see it: the run-time detection must
+# the same, spelled so that the grader's static check of the source does not see it (import_module and getattr
+# under other names, patches through a name bound by a call): the run-time detection must
 MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
                   .replace("import w1d1_student.exercises.nb04_multihead as _k\n",
-                           "import importlib\n_k = importlib.import_module('w1d1_' + 'stu' + 'dent.exercises.nb04_multihead')\n")
+                           "import importlib\n_load, _look = importlib.import_module, getattr\n"
+                           "_k = _load('w1d1_' + 'stu' + 'dent.exercises.nb04_multihead')\n")
                   .replace("    import w1d1_student.torch_calls as _t\n",
-                           "    _t = importlib.import_module(_k.__name__.replace('exercises.nb04_multihead', 'torch_calls'))\n")
-                  .replace("F.multi_head_attention_forward(", "getattr(F, 'multi_head_' + 'attention_forward')("))
+                           "    _t = _load(_k.__name__.replace('exercises.nb04_multihead', 'torch_calls'))\n")
+                  .replace("F.multi_head_attention_forward(", "_look(F, 'multi_head_' + 'attention_forward')("))
 VARIANTS["mha"]["buggy"] += [(MHA_OBFUSCATED, "nn.MultiheadAttention")]
 
 # issue 21 §3: bugs the prompts (and §A.5 of the text) warn about, which the PUBLIC checks name

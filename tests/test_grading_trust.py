@@ -40,8 +40,7 @@ print("RICH-RAN")
 NB2 = "02_scaled_dot_product"
 JUDGE_CRASH = """import pkgutil
 _r = pkgutil.resolve_name("w1d1_student.runner")
-_bad = {"softmax": "x", "self_attention": "x", "score_diagnostics": "x"}
-_r.run_cases = lambda gid, ns, cases, hidden=False: {"grade_id": gid, "hidden": hidden, "results": "x", "origins": _bad}
+_r.run_cases = lambda gid, ns, cases, hidden=False: {"grade_id": gid, "hidden": hidden, "results": "x"}
 """
 
 

@@ -2,9 +2,10 @@
 
 The cases are data the grader made. At home the public ones come with the package (with the
 grader's expected values and the outputs of the known bugs), and the verdict is computed right
-here, so a student sees it at once. While grading (`W1D1_GRADING=1`) the grader hands the kernel
-a read-only case file (path in `W1D1_CASES`, inputs only); the results are only emitted as plain
-data and the grader judges them in its own process, where nothing the student wrote has run.
+here, so a student sees it at once. While grading (`W1D1_GRADING=1`) the grader sends each test cell's
+cases (inputs only) in a cell of its own just before that test cell (`receive`); the results are only
+emitted as plain data and the grader judges them in its own process, where nothing the student wrote
+has run. `W1D1_CASES` (a case file with the grader's answers) is for the tests: hidden checks at home.
 """
 import contextlib
 import json
@@ -46,17 +47,6 @@ def _short_error(exc):
         name = f"{module}.{name}"
     text = (f"{name}: {message}" if message else name).strip()
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …"
-
-
-def _origin(obj):
-    """Where a definition comes from: its module and the file its code was compiled from."""
-    code = getattr(obj, "__code__", None)
-    if code is None and isinstance(obj, type):
-        for attr in vars(obj).values():
-            code = getattr(attr, "__code__", None) or getattr(getattr(attr, "__func__", None), "__code__", None)
-            if code is not None:
-                break
-    return {"module": str(getattr(obj, "__module__", "")), "file": str(getattr(code, "co_filename", ""))}
 
 
 _PUBLIC = {}
@@ -127,7 +117,7 @@ def _companions_unavailable():
             fn.__code__ = code
 
 
-def _make_run_cases(driver, companions_unavailable, short_error, origin):
+def _make_run_cases(driver, companions_unavailable, short_error):
     """run_cases, holding (from this module's import, before any cell of the student's) the functions it calls."""
 
     def run_cases(grade_id, ns, cases, hidden=False):
@@ -144,13 +134,12 @@ def _make_run_cases(driver, companions_unavailable, short_error, origin):
                     results.append({"ok": True, "out": out})
                 except Exception as exc:  # the student's error becomes part of the verdict
                     results.append({"ok": False, "error": short_error(exc)})
-            origins = {name: origin(ns[name]) for name in drv.names if name in ns}
-        return {"grade_id": grade_id, "hidden": bool(hidden), "results": results, "origins": origins}
+        return {"grade_id": grade_id, "hidden": bool(hidden), "results": results}
 
     return run_cases
 
 
-run_cases = _make_run_cases(registry.driver, _companions_unavailable, _short_error, _origin)
+run_cases = _make_run_cases(registry.driver, _companions_unavailable, _short_error)
 
 
 def judge(grade_id, cases, results, hidden=False):

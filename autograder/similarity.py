@@ -35,6 +35,13 @@ reference (the companion script, the release notebook's code) is much longer tha
 functions and classes (long enough on their own) are compared one by one too, and the highest share counts: a
 copied function wrapped in a loop of the student's own is still found.
 
+Answers are compared in their canonical form: where the code parses, as `ast.unparse` writes its syntax tree, type
+annotations dropped, so that no cosmetic edit (`;` after every statement, redundant parentheses, trailing commas,
+backslashes, annotations, quote style, comments, blank lines) changes a k-gram (red team, round 4: `;` after every
+statement paired a copy at 0.47 with its original, parentheses at 0.13); an answer that does not parse as a whole
+(a broken cell joined to the working one) is cut before each line that is not indented, and each part that parses
+is compared in its canonical form, the rest as written. References are compared in their canonical form too.
+
 Before fingerprinting, an answer loses what is no evidence (import statements, `pass`, constants standing alone:
 docstrings, `0;`) and every statement shaped like one of the release cell's (names -> V: its def and class lines,
 even with parameters renamed, `super().__init__()`); these are statements shorter than k that would otherwise pad
@@ -45,21 +52,24 @@ read as IPython runs it, and code that is not Python (it does not run) is compar
 
 Settings, measured by bench/similarity_settings.py on the mutation tables' answers (measured with copydetect's
 salted hash(), which made scores vary by about ±0.02 between processes; k-grams are now hashed with blake2b,
-the same in every process):
+the same in every process; .venv/bin/python bench/similarity_settings.py):
   distinct correct mha styles (MHA, EINSUM, PERMUTE, LOOP, SDPA_ALIAS, TORCH, QKV_FUSED, THREAD_SDPA_MATH,
-  PATCHES_DETECTOR), min score: largest 0.38 (SDPA_ALIAS ~ THREAD_SDPA_MATH, one author's two variants), next
-  0.31; with max instead of min: 0.58 (QKV_FUSED, a short answer inside longer ones) - hence min;
+  PATCHES_DETECTOR), min score: largest 0.47 (SDPA_ALIAS ~ THREAD_SDPA_MATH, one author's two variants sharing
+  most of `forward` verbatim; 0.38 compared as written: the canonical `(V,V)` of a tuple adds one shared
+  fingerprint to answers that hold about ten), next 0.32; with max instead of min: 0.58 (QKV_FUSED, a short
+  answer inside longer ones) - hence min;
   planted copies: MHA all names renamed, comments reworded, blank lines moved 1.00; the same plus four
-  statements reworded/reordered 0.86; EINSUM renamed and edited 0.94;
-  backward copied from w1day1_checks.py (its body verbatim, signature adapted) vs the companion 0.69; distinct
+  statements reworded/reordered 0.86; EINSUM renamed and edited 0.94; each of the first and the last with the
+  cosmetic edits of tests/cosmetic.py, one by one and all together: the same (compared as written: 0.00-0.63);
+  backward copied from w1day1_checks.py (its body verbatim, signature adapted) vs the companion 0.68; distinct
   correct backward styles vs the companion: largest 0.25; any correct answer of notebooks 02/04 vs the companion
-  or the release notebooks' code: largest 0.21.
-  k 20..35 and window 1..6 change these by a few hundredths (k=20 lifts the honest backward to 0.50); k=25
-  (copydetect's noise threshold) with window 4 (a match of 28 characters is always seen) keeps a quarter of the
-  fingerprints of window 1.
-THRESHOLD 0.55: between the largest honest score (0.38) and the lowest planted one (0.69), ~0.15 from each.
-MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_score_std 29-49, split_merge_heads
-55-80 (two dictated lines: skipped); numerical_gradient 80-137, attention_backward 99-201, mha 262-468.
+  or the release notebooks' code: largest 0.22.
+  k 20..35 and window 1..6 change these by a few hundredths (k=20 lifts the honest backward to 0.49 and the
+  honest mha pair to 0.53); k=25 (copydetect's noise threshold) with window 4 (a match of 28 characters is always
+  seen) keeps a quarter of the fingerprints of window 1.
+THRESHOLD 0.55: between the largest honest score (0.47) and the lowest planted one (0.68), 0.08 and 0.13 from them.
+MIN_TOKENS 90: the release stub alone gives 0; one-line exercises give init_score_std 30-49, split_merge_heads
+54-81 (two dictated lines: skipped); numerical_gradient 81-137, attention_backward 103-206, mha 266-467.
 CONTAINED 0.9: the largest share of an honest answer inside another is 0.58 (QKV_FUSED, above); a padded copy holds
 all of its original (1.00).
 Not caught: a copy of a reference padded with a few lines of one's own (a reference is scored by the answer's
@@ -157,8 +167,6 @@ def _fingerprint(source, k, win_size, limit):
 
 
 _NAME_RE = re.compile(r"[^\W\d]\w*")
-_SEMICOLON_AFTER = re.compile(rb"[ \t\f]*;[ \t\f]*")
-_SEMICOLON_BEFORE = re.compile(rb";[ \t\f]*$")
 _NO_EVIDENCE = (ast.Import, ast.ImportFrom, ast.Pass)
 
 
@@ -215,14 +223,41 @@ def _shape(text):
 
 
 def _python(source):
-    """(the code a cell runs, its syntax tree): the source, or what IPython makes of it (`%%time` and other
-    magics); (source, None) when that is not Python either (it does not run)."""
-    tree = _parsed(source)
-    if tree is not None:
-        return source, tree
-    code = _ipython_code(source)
-    tree = _parsed(code) if code is not None else None
-    return (source, None) if tree is None else (code, tree)
+    """(the code a cell runs in its canonical form (`_canonical`), its syntax tree): of the source, or of what IPython
+    makes of it (`%%time` and other magics); (source, None) when that is not Python either (it does not run)."""
+    code = source if _parsed(source) is not None else _ipython_code(source)
+    if code is None or _parsed(code) is None:
+        return source, None
+    canonical = _canonical(code)
+    tree = _parsed(canonical) if canonical is not None else None
+    return (code, _parsed(code)) if tree is None else (canonical, tree)
+
+
+class _Unannotated(ast.NodeTransformer):
+    """A tree without its type annotations (Python never checks them): `x: T = v` is `x = v`, `x: T` goes."""
+
+    def visit_arg(self, node):
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.returns = None
+        return self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node):
+        return ast.Pass() if node.value is None else ast.Assign([node.target], node.value, lineno=node.lineno)
+
+
+def _canonical(code):
+    """Parsed Python written back by `ast.unparse`, without annotations, or None: what no cosmetic edit changes (`;`,
+    parentheses, line breaks, backslashes, trailing commas, quotes, comments, blank lines: each breaks the k-grams
+    around it in the text as written)."""
+    try:
+        return ast.unparse(ast.fix_missing_locations(_Unannotated().visit(ast.parse(code))))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 @functools.cache
@@ -262,13 +297,7 @@ def _without_common(code, tree, unavoidable):
     if tree is None:
         return code
     raw = code.encode("utf-8", "surrogatepass")
-    cuts = []
-    for start, end, shape, none in _pieces(tree, raw):
-        if not (none or shape in unavoidable):
-            continue
-        after = _SEMICOLON_AFTER.match(raw, end)
-        before = _SEMICOLON_BEFORE.search(raw, raw.rfind(b"\n", 0, start) + 1, start)
-        cuts.append((before.start() if before and not after else start, after.end() if after else end))
+    cuts = [(start, end) for start, end, shape, none in _pieces(tree, raw) if none or shape in unavoidable]
     kept, done = [], 0
     for start, end in sorted(cuts):
         kept.append(raw[done:max(start, done)])
@@ -278,10 +307,28 @@ def _without_common(code, tree, unavoidable):
 
 
 def _answer_code(source, unavoidable):
-    """The answer without what every student writes (`_without_common`), and with the code its strings hold."""
+    """The answer without what every student writes (`_without_common`), and with the code its strings hold; an
+    answer that does not parse, part by part (`_parts`)."""
     code, tree = _python(source)
-    return "\n\n".join([_without_common(code, tree, unavoidable),
-                         *(_without_common(text, _parsed(text), unavoidable) for text in _code_in_strings(tree))])
+    parts = [(code, tree)] if tree is not None else [_python(p) if _parsed(p) else (p, None) for p in _parts(code)]
+    strings = [text for _, t in parts for text in _code_in_strings(t)]
+    return "\n\n".join([*(_without_common(c, t, unavoidable) for c, t in parts),
+                         *(_without_common(*_python(text), unavoidable) for text in strings)])
+
+
+def _parts(source, most=4):
+    """A source that does not parse (a broken cell joined to a good one), cut before each line that is not indented:
+    each part joined with up to `most` - 1 that follow where that parses (a decorator and its def, `if` and `else`),
+    so that what parses is compared in its canonical form, and only the rest as written."""
+    lines = source.splitlines(keepends=True)
+    bounds = [0, *(i for i, line in enumerate(lines) if i and line.strip() and line[0] not in " \t"), len(lines)]
+    chunks = ["".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
+    out, i = [], 0
+    while i < len(chunks):
+        n = next((n for n in range(min(most, len(chunks) - i), 1, -1) if _parsed("".join(chunks[i:i + n]))), 1)
+        out.append("".join(chunks[i:i + n]))
+        i += n
+    return out
 
 
 @functools.lru_cache(maxsize=128)  # reuse within one student; bounded memory for a class of long answers
@@ -399,8 +446,14 @@ def _kgram_hashes(source, k):
 
 
 def _release(stub, k):
-    """(every k-gram hash of the release cell, its code lines) for one exercise."""
-    return (_kgram_hashes("\n\n".join([stub, *_code_in_strings(_python(stub)[1])]), k) if stub else set()), stub_lines(stub)
+    """(every k-gram hash of the release cell, as written and in its canonical form, its code lines) for one
+    exercise."""
+    if not stub:
+        return set(), set()
+    code, tree = _python(stub)
+    strings = _code_in_strings(tree)
+    return (_kgram_hashes("\n\n".join([stub, *strings]), k) | _kgram_hashes("\n\n".join([code, *strings]), k),
+            stub_lines(stub))
 
 
 def _answer_fingerprint(source, release, k, win_size):
@@ -555,6 +608,12 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
     return pairs, len(long), left_out, None
 
 
+def reference(source, k=K, win_size=WIN_SIZE):
+    """(the code of a reference in its canonical form where it parses, its fingerprint or None)."""
+    code = _python(source)[0] if isinstance(source, str) and len(source) <= MAX_REFERENCE_CHARS else source
+    return code, _fingerprint(code, k, win_size, MAX_REFERENCE_CHARS)
+
+
 def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens=MIN_TOKENS, k=K, win_size=WIN_SIZE):
     """Answers that look copied, per exercise.
 
@@ -564,11 +623,8 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
     Returns a Comparison: pairs scoring >= threshold, highest first; what was compared; what was not, and why:
     each exercise, and each answer of an exercise compared (and any answer too long to compare).
     """
-    refs = {}
-    for label, source in (references or {}).items():
-        fp = _fingerprint(source, k, win_size, MAX_REFERENCE_CHARS)
-        if fp is not None:
-            refs[str(label)] = (source, fp)
+    refs = {str(label): ref for label, source in (references or {}).items()
+            if (ref := reference(source, k, win_size))[1] is not None}
     result = Comparison(threshold=threshold, k=k, win_size=win_size)
     for grade_id, by_student in answers.items():
         pairs, n, left_out, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),

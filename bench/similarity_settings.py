@@ -3,7 +3,8 @@
 Answers are the mutation tables' correct styles (tests/variants), cut to what a student's answer cell holds;
 the release stub of the exercise is removed as in compare(). For each (k, window):
   honest   the largest score between two distinct correct styles of mha (min of the two directions, and max);
-  planted  the lowest score of a planted copy against its original;
+  planted  the lowest score of a planted copy against its original (renamed, edited, and each with the cosmetic
+           edits of tests/cosmetic.py);
   bw→ref   the answer's share found in w1day1_checks.py: a backward adapted from it, and the largest of the
            distinct backward styles.
 Then the fingerprinted length (token_coverage) of the answers of each exercise, for MIN_TOKENS.
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import similarity as sim  # noqa: E402
+from tests import cosmetic  # noqa: E402
 from tests.variants import nb02_scaled_dot_product as v02  # noqa: E402
 from tests.variants import nb04_multihead as v04  # noqa: E402
 
@@ -90,6 +92,9 @@ HONEST_MHA = {"MHA": v04.MHA, "MHA_EINSUM": v04.MHA_EINSUM, "MHA_PERMUTE": v04.M
               "MHA_THREAD_SDPA_MATH": v04.MHA_THREAD_SDPA_MATH, "MHA_PATCHES_DETECTOR": v04.MHA_PATCHES_DETECTOR}
 PLANTED = [("mha", "MHA renamed", PLANTED_MHA, v04.MHA), ("mha", "MHA renamed+edited", PLANTED_MHA_EDITED, v04.MHA),
            ("mha", "EINSUM renamed+edited", PLANTED_EINSUM, v04.MHA_EINSUM)]
+# cosmetic edits (tests/cosmetic.py: `;`, parentheses, trailing commas, annotations, backslashes) of the planted copies
+PLANTED += [(gid, f"{label} {edit}", change(copy), original) for gid, label, copy, original in PLANTED[:1] + PLANTED[2:]
+            for edit, change in [*cosmetic.EDITS.items(), ("every edit", cosmetic.every_edit)]]
 
 # the companion's five-line backward (lines ~199-214), adapted to the exercise's signature and batched axes
 BACKWARD_FROM_COMPANION = '''
@@ -128,7 +133,7 @@ def measure(k, win, st):
     for gid, label, copy, original in PLANTED:
         f = fingerprints({"c": copy, "o": original}, st[gid], k, win)
         planted.append((min(sim._similarities(f["c"], f["o"])[:2]), label))
-    ref = sim._fingerprint(COMPANION, k, win, sim.MAX_REFERENCE_CHARS)
+    ref = sim.reference(COMPANION, k, win)[1]
     bw = fingerprints({**HONEST_BACKWARD, "from companion": BACKWARD_FROM_COMPANION,
                        "from companion (.T)": BACKWARD_FROM_COMPANION_T}, st["attention_backward"], k, win)
     to_ref = {name: sim._similarities(fp, ref)[0] for name, fp in bw.items()}
@@ -162,7 +167,7 @@ def main():
                 continue
             srcs = {f"c{i}": s for i, s in enumerate(v["correct"])}
             fps = [fp for fp in fingerprints(srcs, st[gid], k, win).values() if fp is not None]
-            best = max((sim._similarities(fp, sim._fingerprint(src, k, win, sim.MAX_REFERENCE_CHARS))[0], label)
+            best = max((sim._similarities(fp, sim.reference(src, k, win)[1])[0], label)
                        for fp in fps for label, src in refs.items())
             print(f"  {gid:22} {best[0]:.2f} ({best[1]})")
     print(f"\ntoken_coverage after the stub (k={k}, win={win}), per exercise: min–max over the correct styles")

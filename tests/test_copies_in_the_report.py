@@ -2,7 +2,9 @@
 of every statement scored 15/15 and never reached similarity.csv or the class report (the comparison dropped
 every physical line that began with `import`), and the report said what it compared without the answers it
 skipped. The copy is now found, and every answer not compared is listed with its reason, on the page and in
-similarity.csv."""
+similarity.csv. Red team, round 4: a copy with `;` after every statement (0.47 with its original), or with other
+cosmetic edits (parentheses, trailing commas, annotations), was listed nowhere; answers are now compared in their
+canonical form."""
 import csv
 import re
 
@@ -11,6 +13,7 @@ import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
+from tests import cosmetic
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
 from tests.test_similarity import import_prefixed
@@ -27,7 +30,8 @@ SHORT = '''class MultiHeadAttention(nn.Module):
 '''
 NAMES = {"heads": "outs", "weights": "maps", "sl": "part", "d_k": "width"}
 COPY = import_prefixed(re.sub(r"\b(heads|weights|sl|d_k)\b", lambda m: NAMES[m.group()], MHA_LOOP))  # it runs
-ANSWERS = {"copy_author": MHA_LOOP, "copy_hidden": COPY, "copy_short": SHORT}
+COSMETIC = {"copy_semicolons": cosmetic.semicolons(MHA_LOOP), "copy_cosmetic": cosmetic.every_edit(MHA_LOOP)}  # they run
+ANSWERS = {"copy_author": MHA_LOOP, "copy_hidden": COPY, "copy_short": SHORT, **COSMETIC}
 
 
 def build(root):
@@ -72,6 +76,17 @@ def test_the_hidden_copy_earns_its_points_and_is_listed_beside_its_source(report
     assert worth > 0 and got == worth
     pairs = {frozenset((r["a"], r["b"])) for r in _rows(folder) if r["grade_id"] == "mha" and r["kind"] != "not_compared"}
     assert frozenset(("copy_author", "copy_hidden")) in pairs
+
+
+@pytest.mark.parametrize("student", COSMETIC)
+def test_a_cosmetic_copy_earns_its_points_and_is_listed_beside_its_source(report, student):
+    run, folder = report
+    worth = sum(pts for gid, pts in graded_cells(NB)[0] if _exercise(gid) == "mha")
+    got = sum(s for (sid, nb, gid), s in run.scores.items() if sid == student and _exercise(gid) == "mha")
+    assert worth > 0 and got == worth
+    pairs = {frozenset((r["a"], r["b"])): float(r["score"]) for r in _rows(folder)
+             if r["grade_id"] == "mha" and r["kind"] == "students"}
+    assert pairs[frozenset(("copy_author", student))] > 0.95
 
 
 def test_an_answer_not_compared_is_listed_with_its_reason(report):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from autograder import similarity
+from tests import cosmetic
 from tests.variants import nb02_scaled_dot_product as v02
 from tests.variants import nb04_multihead as v04
 
@@ -85,6 +86,32 @@ def test_imports_go_as_statements_not_lines(prefix):
     result = similarity.compare(honest_class(copy), STUBS, {})
     assert [(p.a, p.b) for p in result.pairs] == [("copier", "s3")] and result.pairs[0].score > 0.95
     assert result.compared == {"mha": len(HONEST_MHA) + 1} and result.left_out == {}
+
+
+@pytest.mark.parametrize("edit", ["semicolons", "parentheses", "trailing commas", "annotations", "every edit"])
+def test_a_cosmetic_edit_does_not_hide_a_copy(edit):
+    """Red team, round 4: `;` after every statement of a copy paired it at 0.42 with its original, parentheses at
+    0.13, annotations at 0.63; answers are compared in their canonical form (`ast.unparse`), which no such edit
+    changes. (Backslashes broke no k-gram even before: whitespace is filtered; they are in "every edit".)"""
+    copy = cosmetic.EDITS.get(edit, cosmetic.every_edit)(renamed(v04.MHA_LOOP))
+    compile(copy, "copy", "exec")
+    result = similarity.compare(honest_class(copy), STUBS, {"w1day1_checks.py": COMPANION})
+    assert [(p.a, p.b, p.kind) for p in result.pairs] == [("copier", "s3", "students")] and result.pairs[0].score > 0.9
+
+
+def test_a_broken_cell_beside_a_copy_leaves_the_rest_in_canonical_form():
+    """An answer that does not parse as a whole (a broken cell joined to the working one) is compared part by
+    part: what parses in its canonical form, the rest as written."""
+    copy = "def (((:\n  ]]]\n\n" + cosmetic.semicolons(renamed(v04.MHA_LOOP)) + "\n@\n"
+    result = similarity.compare(honest_class(copy), STUBS, {})
+    assert [(p.a, p.b) for p in result.pairs] == [("copier", "s3")] and result.pairs[0].score > 0.9
+
+
+def test_a_cosmetic_edit_does_not_hide_a_copy_of_the_companion():
+    answers = {"h": only(v02.BACKWARD, "attention_backward"), "copier": cosmetic.every_edit(COPIED_BACKWARD)}
+    result = similarity.compare({"attention_backward": answers}, STUBS, {"w1day1_checks.py": COMPANION})
+    assert [(p.kind, p.a, p.b) for p in result.pairs] == [("reference", "copier", "w1day1_checks.py")]
+    assert "dS = A * (dA - D)" in result.pairs[0].b_source
 
 
 def test_every_answer_not_compared_is_listed_with_its_reason():

@@ -287,7 +287,6 @@ def _make_threads_started():
     import _thread
     import os
 
-    import numpy
     import torch
 
     # every builtin that starts a thread (threading's start() calls one; `_thread.start_new` is another object)
@@ -295,36 +294,46 @@ def _make_threads_started():
     # torch.fx running a graph: its graph modules' generated code (named "<eval_with_key>.N"), its interpreter
     generated, interpreter = "<eval_with_key>", torch.fx.interpreter.__file__
 
-    def alive():
-        """(the process's threads, this one) by the OS's ids where the OS lists them (/proc/self/task: every thread,
-        however started), else by Python's."""
-        try:
-            return {int(t) for t in os.listdir("/proc/self/task")}, threading.get_native_id()
-        except OSError:
-            return set(sys._current_frames()), threading.get_ident()
+    by_os = []  # [True] once the kernel's threads are counted by the OS's list (kernel_threads_at_first_cell)
 
-    def settled():
-        """The threads alive once the libraries' own pools are up: torch's intra-op pool starts on its first large
-        operation (none in a grading kernel: OMP_NUM_THREADS=1), numpy's BLAS pool when numpy is imported."""
-        n = 1 << 15
-        torch.ones(2 * n * torch.get_num_threads()).add_(1)
-        torch.ones(256, 256) @ torch.ones(256, 256)
-        numpy.ones((256, 256)) @ numpy.ones((256, 256))
+    def alive():
+        """(the process's threads, this one): by the OS's ids (/proc/self/task: every thread, however started) in a
+        grading kernel, else by Python's (the threads that run Python code now)."""
+        if by_os:
+            return {int(t) for t in os.listdir("/proc/self/task")}, threading.get_native_id()
+        return set(sys._current_frames()), threading.get_ident()
+
+    def helpers_started():
+        """Starts the helper threads a kernel starts by itself later: pyzmq's garbage collector (a Python thread and
+        its context's two), on the kernel's first large output. Returns the threads alive then."""
+        from zmq.utils.garbage import gc
+
+        if not gc.is_alive():
+            gc.start()
         return alive()[0]
 
-    kernel, armed = settled(), []  # at home: the threads alive when the package is imported
+    ipython = sys.modules.get("IPython")
+    in_kernel = ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+    # at home: the threads alive when the package is imported (in a notebook's kernel: with its helpers)
+    kernel, armed = helpers_started() if in_kernel else alive()[0], []
 
     def kernel_threads_at_first_cell(shell):
-        """The kernel's own threads are those alive when its first cell starts (a grading kernel's start-up line
-        calls this; the kernel starts some of its threads after that line, none after its first cell starts). Only
-        the first call counts: a later one (a notebook's) would take its own threads for the kernel's."""
+        """The kernel's own threads are those alive when its first cell starts, with its helpers (a grading kernel's
+        start-up line calls this; the kernel starts some of its threads after that line, and pyzmq's garbage
+        collector on a first large output, started here). Only
+        the first call counts: a later one (a notebook's) would take its own threads for the kernel's. They are
+        counted by the OS's list where it can be read and torch runs on one thread (a grading kernel:
+        OMP_NUM_THREADS=1): elsewhere torch and numpy start their thread pools on a first large operation, whenever
+        that comes (warming them up here instead would hang a process forked afterwards, as the grader's workers are)."""
         if armed:
             return True
         armed.append(True)
 
         def mark(*args):
+            if torch.get_num_threads() == 1 and os.access("/proc/self/task", os.R_OK):
+                by_os.append(True)
             kernel.clear()
-            kernel.update(settled())
+            kernel.update(helpers_started())
             shell.events.unregister("pre_run_cell", mark)
 
         shell.events.register("pre_run_cell", mark)
@@ -333,7 +342,7 @@ def _make_threads_started():
     @contextlib.contextmanager
     def threads_started(flags, fx=None):
         """flags["used_threads"]: a thread other than the kernel's own and this one was alive when the block started
-        or ended (an answer cell's worker, idle or not: the OS's list, so a thread started any way counts), or one
+        or ended (an answer cell's worker, idle or not; in a grading kernel the OS's list: started any way), or one
         was started meanwhile: a call of `_thread`'s start functions on this thread (seen by a profile function on
         it: however reached) or a thread threading started (its profile hook) — or the profile function was
         replaced meanwhile. The torch modes see this thread only.

@@ -702,7 +702,8 @@ print(repr([wire.dumps(run_cases(sys.argv[1], ns, make_cases(sys.argv[1], 0, h),
 
 def _verdicts(src, grade_id):
     """The public and the hidden verdict of `src`, its checks run in a python of their own under the kernel's memory
-    cap (in this process an attack's graph on the large hidden case grew past 20 GB)."""
+    cap (in this process an attack's graph on the large hidden case grew past 20 GB); the graph-node attack is Python-heavy,
+    and the checking thread's profile function about doubles its time."""
     import ast
 
     from w1d1_student import wire
@@ -711,7 +712,7 @@ def _verdicts(src, grade_id):
     from autograder.sandbox import Limits
 
     run = subprocess.run([sys.executable, "-c", RUN_IN_CAP, grade_id, src, str(Limits().memory_mb)],
-                         capture_output=True, text=True, timeout=600, cwd=REPO)
+                         capture_output=True, text=True, timeout=1200, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     return [judge_payload(wire.loads(text), seed=0) for text in ast.literal_eval(run.stdout.strip().splitlines()[-1])]
 

@@ -179,7 +179,7 @@ KERNEL_ROOTS = frozenset({"get_ipython", "__builtins__", "__import__", "__loader
 # calls whose first argument names the module, the code or the attribute they reach (`__getattribute__`,
 # `getattr_static`: the attribute's name comes after the object too)
 _IMPORTS, _CODE = {"__import__", "import_module"}, {"exec", "eval", "compile"}
-_ATTRIBUTES = {"getattr", "hasattr", "getattr_static", "__getattribute__"}
+_ATTRIBUTES = {"getattr", "hasattr", "getattr_static", "__getattribute__", "__getattr__"}
 _NAMED_LATER = {"attrgetter", "methodcaller"}  # the name first, the object when the result is called
 _MUTATORS = {"setattr", "delattr", "__setattr__", "__delattr__"}
 _MEMBERS = {"getmembers", "getmembers_static"}  # every attribute of an object, by names the check cannot read
@@ -269,7 +269,7 @@ def _reach(node):
     name = _called(node)
     if name not in _ATTRIBUTES:
         return None
-    if name == "__getattribute__" and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
+    if name.startswith("__") and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
         return node.func.value, node.args[0]
     return (node.args[0], node.args[1]) if len(node.args) > 1 else None
 
@@ -382,15 +382,22 @@ def machinery_uses(source, ipython=True, modules=None):
     modules = module_bindings([tree]) if modules is None else modules | module_bindings([tree])
     found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=None, modules=modules)[:1]]
     found += hidden_uses(tree, modules)
+    systems = {"sys"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "sys"}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         for name in _names(node):
             if name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS):
                 found.append((line, name))
         owner, name = _attribute_read(node)
-        if name == "modules" and isinstance(owner, ast.Name) and owner.id == "sys":
+        if name == "modules" and _spelled(owner) in systems or (
+                isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):
             found.append((line, "sys.modules"))
     return found
+
+
+def _spelled(node):
+    """The last identifier of a name or attribute chain (`os.sys` -> sys), else None."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _is_torch(module):

@@ -1,10 +1,10 @@
 """Red-team findings on the kernel-side checks, graded through the real sandbox.
 
 B1: an answer that switches the kernel's detector of forbidden calls off and then uses torch's
-multi-head attention earns nothing for mha: the grader's static check names a direct reference, the
-kernel's detector (a closure a module patch cannot reach) catches the obfuscated one. B2: an AttentionFunction that overrides `apply` (no
-forward or backward written) earns nothing. B8: SDPA reached through functools.partial or a default
-argument keeps every point.
+multi-head attention earns nothing for mha: the grader's static check names a direct reference and the
+obfuscated one's aliases, the kernel's detector (a closure a module patch cannot reach) catches both.
+B2: an AttentionFunction that overrides `apply` (no forward or backward written) earns nothing.
+B8: SDPA reached through functools.partial or a default argument keeps every point.
 """
 import nbformat
 import pytest
@@ -70,14 +70,16 @@ def test_patching_the_detector_does_not_hide_torch_mha(scores):
     assert "评分检查机制" in feedback["lazy/04_multihead"]
 
 
-def test_obfuscated_patch_is_caught_at_run_time(scores):
-    """Spelled past the static check: the kernel's detector, held in a closure, still sees torch's MHA."""
+def test_obfuscated_patch_is_caught(scores):
+    """The kernel's detector, held in a closure, still sees torch's MHA; the static check sees the aliases."""
     table, feedback = scores
     assert table[("obfuscated", "mha")][1] > 0 and table[("obfuscated", "mha")][0] == 0
     assert "nn.MultiheadAttention" in feedback["obfuscated/04_multihead"]
-    # the static check saw nothing (only mha, the run-time catch, loses points)
-    assert "评分检查机制" not in feedback["obfuscated/04_multihead"]
-    assert table[("obfuscated", "split_merge_heads")][0] == table[("obfuscated", "split_merge_heads")][1] > 0
+    # import_module and getattr under other names are reflection used as values to the static check (red4): every
+    # exercise of the notebook scores 0, saying why; no spelling of the import reaches the kernel past it, so the
+    # detector's own defence (a closure a module patch cannot reach) is checked in-process by the mutation table
+    assert table[("obfuscated", "split_merge_heads")][0] == 0 < table[("obfuscated", "split_merge_heads")][1]
+    assert "评分检查机制" in feedback["obfuscated/04_multihead"] and "当作值使用" in feedback["obfuscated/04_multihead"]
 
 
 def test_overriding_apply_earns_nothing(scores):

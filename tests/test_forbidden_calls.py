@@ -195,6 +195,10 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "x = getattr(globals()['s' + 'ys'], input())",
     "def f(run=exec):\n    run(input())",
     "exec('imp' + 'ort autograder')",
+    "import torch\nf = torch.ops.aten.__getattr__(input())",
+    "import sys as s\nm = s.modules",
+    "import os\nm = os.sys.modules",
+    "from sys import modules",
     # assignments into imported objects: what is not a constant, or a private switch
     "import torch\ntorch.backends.cudnn.deterministic = print",
     "import torch\ntorch.fx._symbolic_trace._is_fx_tracing_flag = True",

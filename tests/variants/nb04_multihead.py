@@ -421,8 +421,9 @@ class MultiHeadAttention(nn.Module):
         return (y, a) if need_weights else y
 '''
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
-# the same, spelled so that the grader's static check of the source does not see it (import_module and getattr
-# under other names, patches through a name bound by a call): the run-time detection must
+# the same, with import_module and getattr under other names and the patch through a name bound by a call: the
+# grader's static check counts the aliases (reflection used as a value); this table runs the checks without it, so
+# the run-time detection (a closure the patch cannot reach) must catch it too
 MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
                   .replace("import w1d1_student.exercises.nb04_multihead as _k\n",
                            "import importlib\n_load, _look = importlib.import_module, getattr\n"

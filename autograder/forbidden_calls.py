@@ -4,8 +4,10 @@ The kernel reports flags about itself (the torch calls it saw, whether the custo
 code in the same process could forge them. This check reads the notebook's answer cells here:
 a direct use of an API that an exercise forbids, or any reference to the checking machinery (the
 student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
-modes off), and the exercise gets 0 with a reason. It sees what is written, not what obfuscated
-code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
+modes off), and the exercise gets 0 with a reason. It sees what is written, with every constant expression
+folded to its value (`"_get" + "frame"` reads as `_getframe`); what it cannot read (a name computed at run time
+on an imported object, the reflection builtins used as values, code loaded from data) counts as a reference
+itself. The run-time detection (w1d1_student/torch_calls.py) covers the rest.
 
 Whose a name is (torch's or the student's) it reads only in the cells grading runs (cell_scope.grading_cells), in
 the order they run, by Python's binding rules (cell_scope's): a star import of torch binds only the names its module

@@ -523,7 +523,7 @@ class Context:
         trees = [parse_in_namespace(s) for s in sources]
         self.bound = torch_bindings([t for t in trees if t is not None])
         self.own = own_names([t for t in trees if t is not None])
-        self.modules = module_bindings([t for t in trees if t is not None])
+        self.modules = frozenset(module_bindings([t for t in trees if t is not None]))
         self.names = set().union(*map(bound_names, sources))
         self.steps, self.starts = [], []
         for source, tree in zip(sources, trees):
@@ -667,6 +667,12 @@ def _last_check(nb, grade_id):
     return found[-1] if found else None
 
 
+@functools.lru_cache(maxsize=64)
+def _machinery_of(source, modules):
+    """The first of machinery_uses() of an answer cell: every exercise of a notebook reads the same one."""
+    return machinery_uses(source, modules=modules)[:1]
+
+
 def answer_problems(nb, grade_id):
     """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
     A reference to the checking machinery in any answer cell costs every exercise of the notebook (a helper
@@ -679,7 +685,7 @@ def answer_problems(nb, grade_id):
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):
-        for line, what in machinery_uses(cell.source, modules=context.modules)[:1]:  # any answer cell: its helpers serve every exercise
+        for line, what in _machinery_of(cell.source, context.modules):  # any answer cell: its helpers serve every exercise
             problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
         if last is not None and _index(nb, cell) > last:

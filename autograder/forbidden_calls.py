@@ -66,11 +66,26 @@ MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", 
 UNKNOWN = object()
 _STR_METHODS = {"join", "format", "replace", "upper", "lower", "strip", "lstrip", "rstrip", "removeprefix",
                 "removesuffix", "title", "capitalize", "swapcase", "casefold", "encode", "decode", "zfill", "center",
-                "ljust", "rjust", "format_map", "expandtabs"}
+                "ljust", "rjust", "format_map"}
 _CONVERTERS = {"str": str, "bytes": bytes, "chr": chr, "bytearray": bytes, "repr": repr, "ascii": ascii}
 _FOLD_LIMIT = 10_000  # characters: a longer constant is built by no honest cell and folded by no one
 
 
+def _small(*values):
+    """Whether an operation on these values builds nothing large before folded() could refuse its result: no number,
+    length or width in a format (`"%99999s"`, `"{:>99999}"`) above _FOLD_LIMIT."""
+    flat = list(values)
+    while flat:
+        v = flat.pop()
+        if isinstance(v, (tuple, list)):
+            flat += v
+        size = abs(v) if isinstance(v, int) else len(v) if isinstance(v, (str, bytes, tuple, list)) else 0
+        if size > _FOLD_LIMIT or isinstance(v, (str, bytes)) and re.search(rb"\d{5}" if isinstance(v, bytes) else r"\d{5}", v):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)  # keyed by the node itself (held while cached): each subtree folds once
 def folded(node):
     """The value a constant expression has whatever runs (strings and bytes built from literals: `"_get" + "frame"`,
     f-strings, `%` and `.format` of literals, `"".join([...])`, slices, str methods, `chr(95)`), or UNKNOWN."""
@@ -97,12 +112,12 @@ def _fold(node):
         if value is UNKNOWN or spec is UNKNOWN:
             return UNKNOWN
         value = {-1: value, 115: str(value), 114: repr(value), 97: ascii(value)}[node.conversion]
-        return format(value, spec)
+        return format(value, spec) if _small(value, spec) else UNKNOWN
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(folded(node.operand), (int, float)):
         return -folded(node.operand)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod, ast.Mult)):
         left, right = folded(node.left), folded(node.right)
-        if left is UNKNOWN or right is UNKNOWN:
+        if left is UNKNOWN or right is UNKNOWN or not _small(left, right):
             return UNKNOWN
         if isinstance(node.op, ast.Mult) and max(len(x) for x in (left, right) if isinstance(x, (str, bytes, tuple, list))) * max(
                 x for x in (left, right) if isinstance(x, int)) > _FOLD_LIMIT:
@@ -115,11 +130,12 @@ def _fold(node):
         return UNKNOWN if value is UNKNOWN or UNKNOWN in (getattr(key, a, key) for a in ("start", "stop", "step")) else value[key]
     if isinstance(node, ast.Call) and not node.keywords:
         args = [folded(a) for a in node.args]
-        if any(a is UNKNOWN for a in args):
+        if any(a is UNKNOWN for a in args) or not _small(*args):
             return UNKNOWN
         if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
             owner = folded(node.func.value)
-            if isinstance(owner, (str, bytes)):
+            if isinstance(owner, (str, bytes)) and _small(owner, *args) and (  # a separator repeated, bounded too
+                    node.func.attr not in ("join", "replace") or len(owner) * len(args[-1]) <= 10 * _FOLD_LIMIT):
                 return getattr(owner, node.func.attr)(*args)
         if isinstance(node.func, ast.Name) and node.func.id in _CONVERTERS and all(
                 isinstance(a, (str, bytes, int, tuple, list)) for a in args):
@@ -137,16 +153,23 @@ def _text(value):
 
 
 def _strings(tree):
-    """(line, text) of the strings that may be code: every expression that folds to a string or bytes (folded()),
-    not statements by themselves (docstrings)."""
+    """(line, text) of the strings that may be code: each string literal and each largest expression that folds to a
+    string or bytes (folded()), not statements by themselves (docstrings)."""
     inert = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    inner = {id(c) for n in ast.walk(tree) if isinstance(n, ast.expr) and _stringlike(folded(n))
+             for c in ast.iter_child_nodes(n)}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.expr) and id(node) not in inert and not isinstance(node, ast.FormattedValue):
-            value = _text(folded(node)) if not isinstance(node, ast.Constant) else _text(node.value)
+        if isinstance(node, ast.expr) and id(node) not in inert and not isinstance(node, ast.FormattedValue) and (
+                isinstance(node, ast.Constant) or id(node) not in inner):
+            value = _text(node.value if isinstance(node, ast.Constant) else folded(node))
             if isinstance(value, str):
                 found.append((node.lineno, value))
     return found
+
+
+def _stringlike(value):
+    return isinstance(value, (str, bytes))
 
 
 def _names(node):
@@ -336,7 +359,7 @@ def hidden_uses(tree, modules):
                 found.append((line, f"{name}({first!r})"))
             elif reach and _reaches(reach[0], modules) and _computed(reach[1]):
                 found.append((line, f"{name}(<模块>, <运行时算出的名字>)"))
-            elif reach and folded(reach[1]) in REFLECTION or name in _NAMED_LATER and first in REFLECTION:
+            elif reach and name != "hasattr" and folded(reach[1]) in REFLECTION or name in _NAMED_LATER and first in REFLECTION:
                 found.append((line, f"{name}(…, {folded(reach[1]) if reach else first!r})"))
             elif name in _MEMBERS and node.args and _reaches(node.args[0], modules):
                 found.append((line, f"{name}(<模块>)"))
@@ -373,11 +396,17 @@ def _namespace(node, modules):
     return isinstance(node, ast.Call) and _called(node) == "vars" and bool(node.args) and _reaches(node.args[0], modules)
 
 
+def _machinery_name(name):
+    return name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS)
+
+
 def machinery_uses(source, ipython=True, modules=None):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
     prose mentions the grader (a docstring, an error message). Code the check cannot read counts too
     (hidden_uses; `modules`: module_bindings() of the cells that run, default this cell's)."""
+    if ipython is None and source.isidentifier():  # a word in a string: a name of the machinery, or nothing
+        return [(1, source)] if _machinery_name(source) else []
     tree = _parsed(source, ipython)
     if tree is None:
         return []
@@ -387,9 +416,7 @@ def machinery_uses(source, ipython=True, modules=None):
     systems = {"sys"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "sys"}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        for name in _names(node):
-            if name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS):
-                found.append((line, name))
+        found += [(line, name) for name in _names(node) if _machinery_name(name)]
         owner, name = _attribute_read(node)
         if name == "modules" and _spelled(owner) in systems or (
                 isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):

@@ -332,6 +332,7 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "import torch\nclass M(torch.nn.Module):\n    def f(self):\n        return self.eval",
     "import re\npattern = re.compile('[a-z]+')",
     "x = [getattr(v, 'shape') for v in (1, 2)]",
+    "mode, keys = 'eval', {'compile': 1, 'vars': 2}\nprint(hasattr(mode, 'exec'))",
     "def check(x):\n    if x is None:\n        raise ValueError('the ' + 'autograder says: ' + 'no mask')",
 ])
 def test_honest_reflection_and_configuration_pass(src):

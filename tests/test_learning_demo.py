@@ -2,10 +2,12 @@
 behaves like one, the course's stand-in otherwise, and its printed claims hold for the stand-in too."""
 import contextlib
 import io
+import os
 
 import matplotlib
 import nbformat
 import pytest
+import torch
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 
@@ -20,11 +22,15 @@ def _cells(folder, *ids):
 
 @pytest.fixture
 def namespace(monkeypatch):
+    """The notebook's imports; what its first cell sets for the process (BLAS and torch threads) is put back after."""
     monkeypatch.chdir(SOURCE_DIR / ASSIGNMENT)
     monkeypatch.syspath_prepend(str(SOURCE_DIR / ASSIGNMENT))
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    threads = torch.get_num_threads()
     ns = {"__name__": "__main__"}
     exec(_cells(SOURCE_DIR, "c002")[0], ns)
-    return ns
+    yield ns
+    torch.set_num_threads(threads)
 
 
 def run(ns, src):

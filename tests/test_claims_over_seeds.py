@@ -53,6 +53,7 @@ def test_02_the_d_k_1_curve_is_read_from_seeds(run, seeds):
     run(_seeds(explorer, "SEEDS_SAT = range(20)", f"SEEDS_SAT = {seeds}"))
     printed = run(reading)
     assert "d_k = 1 时中位数比 d_k = 64 略平" in printed and "不是系统性地更尖" in printed, printed
+    assert "与最大 |k_j| 的相关系数 -" in printed, printed        # the box: a large key makes a seed sharp
     assert "系统性的，不是抽样噪声" not in _markdown("02_scaled_dot_product")
 
 

@@ -5,8 +5,9 @@ Each release notebook's namespace is built as a student's kernel would hold it b
 imports, functions and classes of its demo cells, and its answer cells as released (stubs). Every top-level
 `def`/`class` of a demo cell and of `w1d1_viz.py` is then bound, in turn, under each name an exercise's
 answer binds (the other names of a two-name answer get the solution's), and the exercise's public cases
-run through the student package's driver and judge. `w1day1_checks.py` is the course text's companion
-and is not read here. A demo function that computes multi-head attention by hand (in any of the layouts the
+run through the student package's driver and judge. `w1day1_checks.py` is the course text's companion, a
+documented exception (README): its text, copied into an answer cell, answers exactly the exercises listed in
+COMPANION_ANSWERS, and nothing more may join them. A demo function that computes multi-head attention by hand (in any of the layouts the
 notebooks use) is an answer too, and so is a demo call of SDPA that does exercise `sdpa_attention`'s conversions.
 """
 import ast
@@ -260,3 +261,22 @@ def test_no_demo_cell_converts_for_sdpa():
             if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
                 hits += [f"{path.stem} {cell.id}: {hit}" for hit in sdpa_conversions(cell.source)]
     assert not hits, "a demo cell converts for SDPA, as exercise sdpa_attention asks:\n" + "\n".join(hits)
+
+
+# The companion's reference functions, copied into an answer cell, answer these (exercise, function) pairs and no
+# others (README, "配套脚本"). Its builders and experiments (groups, weights, curves) answer nothing and are slow
+# to call with an exercise's arguments, so only its parts are tried.
+COMPANION_ANSWERS = {("flops", "mha_flops_formula"), ("flops", "quadratic_flop_share_from_shapes"),
+                     ("numerical_gradient", "numerical_grad")}
+COMPANION_PARTS = ("softmax", "causal_mask", "attention", "attention_backward", "self_attention", "numerical_grad",
+                   "mha_flops_from_shapes", "mha_flops_formula", "quadratic_flop_share_from_shapes", "attention_matrix_gib")
+
+
+def test_the_companion_answers_only_what_the_readme_says():
+    ns = {"__name__": "copied"}
+    _exec((RELEASE / "w1day1_checks.py").read_text(), ns, "<an answer cell holding w1day1_checks.py>")
+    assert set(COMPANION_PARTS) <= set(ns["__all__"])
+    parts = [("w1day1_checks.py", name, ns[name]) for name in COMPANION_PARTS]
+    found = {(grade_id, hit.split(": ")[1].split(" passes")[0]) for grade_id in sorted(registry.NOTEBOOK_OF)
+             for hit in handed_over(grade_id, parts)}
+    assert found == COMPANION_ANSWERS, found

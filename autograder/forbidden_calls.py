@@ -301,11 +301,10 @@ def import_paths(trees):
             stores[node.name] += 1
     for _ in range(len(aliases) + 1):
         for name, value in aliases:
-            path = _path(value, paths)
-            if path:
-                paths[name].add(path)
+            paths[name].add(_path(value, paths))  # None: an alias of what the check cannot tell
     counts = collections.Counter(name for name, _ in aliases)
-    return tuple(sorted((name, next(iter(p))) for name, p in paths.items() if len(p) == 1 and stores[name] <= counts[name]))
+    return tuple(sorted((name, next(iter(p))) for name, p in paths.items()
+                        if len(p) == 1 and None not in p and stores[name] <= counts[name]))
 
 
 def _chain_root(node):
@@ -321,7 +320,7 @@ def _path(node, paths):
         chain.append(node.attr)
         node = node.value
     held = paths.get(node.id, ()) if isinstance(node, ast.Name) else ()
-    return ".".join([next(iter(held)), *reversed(chain)]) if len(held) == 1 else None
+    return ".".join([next(iter(held)), *reversed(chain)]) if len(held) == 1 and None not in held else None
 
 
 def _resolve(node, known, local=frozenset()):

@@ -17,6 +17,7 @@ import pytest
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
+from tests.red_team_submissions import MHA_HIDDEN_THREAD
 from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
@@ -65,45 +66,28 @@ def attention_backward(dY, cache):
 '''
 # red team round 6 (B1, B4b): torch's attention on the kernel's IOPub thread, which the thread check trusts, reached
 # through an alias of torch the static check did not follow (9/9 for split and mha on both paths before)
-KERNEL_THREAD_MHA = '''
-import base64
+KERNEL_THREAD_MHA = MHA_HIDDEN_THREAD.replace("import threading\n", '''import base64
 import threading
 import torch
-from torch import nn
-
-
-def _elsewhere(fn, *args, **kwargs):
-    box, done = {}, threading.Event()
-
-    def work():
-        try:
-            box["r"] = fn(*args, **kwargs)
-        finally:
-            done.set()
-    get_ipython().kernel.iopub_thread.schedule(work)
-    done.wait()
-    return box["r"]
-
 
 _lib = [torch][0]
 _attend = getattr(_lib, base64.b64decode(b"X3NjYWxlZF9kb3RfcHJvZHVjdF9hdHRlbnRpb25fbWF0aA==").decode())
+''').replace('''        box = {}
+        threading.setprofile(None)
+        t = threading.Thread(target=lambda: box.update(r=attend(q, k, v, attn_mask=am)))
+        t.start()
+        t.join()
+''', '''        box, done = {}, threading.Event()
 
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_heads, bias=True):
-        super().__init__()
-        self.d_model, self.n_heads = d_model, n_heads
-        self.W_q, self.W_k, self.W_v, self.W_o = (nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
-
-    def forward(self, x, mask=None, need_weights=False):
-        B, T, d = x.shape
-        h = self.n_heads
-        q, k, v = (lin(x).view(B, T, h, -1).transpose(1, 2) for lin in (self.W_q, self.W_k, self.W_v))
-        am = None if mask is None else torch.zeros(mask.shape, dtype=x.dtype).masked_fill(mask, float("-inf"))
-        y, att = _elsewhere(_attend, q, k, v, attn_mask=am)
-        y = self.W_o(y.transpose(1, 2).reshape(B, T, d))
-        return (y, att) if need_weights else y
-'''
+        def work():
+            try:
+                box["r"] = _attend(q, k, v, attn_mask=am)
+            finally:
+                done.set()
+        get_ipython().kernel.iopub_thread.schedule(work)
+        done.wait()
+''').replace('        attend = getattr(torch, "_scaled_dot_" + "product_attention_math")\n', "")
+assert KERNEL_THREAD_MHA.count("_attend") == 2 and "iopub_thread" in KERNEL_THREAD_MHA
 # red team round 6 (B3): a module the cell writes (base64: no check reads it) and imports; it clears the watch's
 # notes through the callers' frames after autograd (25/25 on both paths before)
 _SCRUB = '''

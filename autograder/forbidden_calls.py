@@ -5,9 +5,12 @@ code in the same process could forge them. This check reads the notebook's answe
 a direct use of an API that an exercise forbids, or any reference to the checking machinery (the
 student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
 modes off), and the exercise gets 0 with a reason. It sees what is written, with every constant expression
-folded to its value (`"_get" + "frame"` reads as `_getframe`); what it cannot read (a name computed at run time
-on an imported object, the reflection builtins used as values, code loaded from data) counts as a reference
-itself. The run-time detection (w1d1_student/torch_calls.py) covers the rest.
+folded to its value (`"_get" + "frame"` reads as `_getframe`); what it cannot read counts as a reference itself:
+a name computed at run time on an imported object that holds the machinery (holds_machinery: `torch`, `sys`) or on
+one it cannot resolve, the reflection builtins used as values, code loaded from data, a module the grading
+environment lacks (one the notebook wrote), the kernel's objects past the shell's cell API. A computed name on an
+object that holds none (`getattr(nn.init, how)`) reaches its functions: the run-time detection
+(w1d1_student/torch_calls.py) sees them called, and covers the rest.
 
 Whose a name is (torch's or the student's) it reads only in the cells grading runs (cell_scope.grading_cells), in
 the order they run, by Python's binding rules (cell_scope's): a star import of torch binds only the names its module

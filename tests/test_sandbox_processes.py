@@ -315,7 +315,8 @@ def test_files_beside_the_notebook_are_not_in_the_kernel(both, path):
     assert points(g, "proc_extras", NB04, "mha") == 0
     assert "No module named" in printed and "helper" in printed
     assert f"{VIZ_MARK} release" in printed and f"{VIZ_MARK} student" not in printed
-    assert full(g, "proc_extras", NB04, "split_merge_heads")
+    # a module the grading environment lacks is code the static check cannot read (round 6): the notebook scores 0
+    assert points(g, "proc_extras", NB04, "split_merge_heads") == 0 and "helper" in html.unescape(g.page("proc_extras", NB04))
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)

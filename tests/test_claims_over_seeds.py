@@ -1,6 +1,6 @@
 """Claims the notebooks print about random or measured quantities are computed, and hold on a second range of
-seeds: 02's d_k = 1 reading of the saturation curves, 01's readings of the projection and equivariance
-measurements, 06's rule for `nn.MultiheadAttention`'s is_causal hint across module configurations, and 05's
+seeds: 02's d_k = 1 reading of the saturation curves and its rank-collapse table, 01's readings of the projection
+and equivariance measurements, 06's rule for `nn.MultiheadAttention`'s is_causal hint across module configurations, and 05's
 explanation of the generation timings in whichever direction the measurement falls."""
 import ast
 import contextlib
@@ -55,6 +55,18 @@ def test_02_the_d_k_1_curve_is_read_from_seeds(run, seeds):
     assert "d_k = 1 时中位数比 d_k = 64 略平" in printed and "不是系统性地更尖" in printed, printed
     assert "与最大 |k_j| 的相关系数 -" in printed, printed        # the box: a large key makes a seed sharp
     assert "系统性的，不是抽样噪声" not in _markdown("02_scaled_dot_product")
+
+
+def test_02_the_rank_collapse_table_places_the_text_in_the_spread_of_seed_blocks(run):
+    """The verdict is where the text's number lies among 10 blocks of 20 seeds, not a last-digit match on seeds 0-19."""
+    setup, table = _cells("02_scaled_dot_product", "c002", "c019")
+    run(setup)
+    printed = run(table)
+    rows = [line for line in printed.splitlines() if line.startswith("  第")]
+    assert len(rows) == 21 and "一致" not in printed, printed
+    assert all(row.endswith(("在 10 组中位数的范围里", "在 5–95% 带里", "都在机器精度")) for row in rows), printed
+    meds, band = run.ns["spread"](run.ns["wide"]["+ residual"][:, 12])
+    assert run.ns["where"]("0.99", meds, band) == "在 5–95% 带外"
 
 
 @pytest.mark.parametrize("seeds", ["range(20)", "range(20, 40)"])

@@ -162,7 +162,7 @@ def _init_cases(seed, hidden):
     g = rng(seed, "init_score_std" + str(hidden))
     if not hidden:
         return [
-            {"stage": "正文 §2.1：d=512，b=1/√512，输入方差 1（应为 1/3）", "d": 512, "weight_bound": 1 / np.sqrt(512),
+            {"stage": "正文 §2.1：d=512，b=1/√512，输入方差 1", "d": 512, "weight_bound": 1 / np.sqrt(512),
              "input_var": None},
             {"stage": "d=128，b=0.1，输入方差 1", "d": 128, "weight_bound": 0.1, "input_var": None},
             {"stage": "d=256，b=1/16，输入方差 2", "d": 256, "weight_bound": 1 / 16, "input_var": 2.0},

@@ -32,7 +32,6 @@ import pytest
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
-from tests.red_team_submissions import SOFTMAX_BWD_FUNCTION
 from tests.shared_class import attack_class
 
 RULE = "反向传播必须按 §2.3 的公式手写"
@@ -528,8 +527,30 @@ def attention_backward(dY, cache):
     dS = _torch_formulas._softmax_backward_data(torch.from_numpy(np.ascontiguousarray(dA)), At, -1, At.dtype).numpy()
     return s * (dS @ K), s * (np.swapaxes(dS, -1, -2) @ Q), np.swapaxes(A, -1, -2) @ dY
 '''
-DECOMP_FUNCTION = "from torch._decomp import decompositions as _torch_formulas\n" + SOFTMAX_BWD_FUNCTION.replace(
-    "torch.ops.aten._softmax_backward_data", "_torch_formulas._softmax_backward_data")
+DECOMP_FUNCTION = '''
+import math
+import torch
+from torch._decomp import decompositions as _torch_formulas
+
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        s = 1.0 / math.sqrt(q.shape[-1])
+        scores = (q @ k.transpose(-2, -1)) * s
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        A = torch.softmax(scores, dim=-1)
+        ctx.save_for_backward(q, k, v, A)
+        ctx.scale = s
+        return A @ v
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v, A = ctx.saved_tensors
+        dS = _torch_formulas._softmax_backward_data(dy @ v.transpose(-2, -1), A, -1, A.dtype)
+        return ctx.scale * (dS @ k), ctx.scale * (dS.transpose(-2, -1) @ q), A.transpose(-2, -1) @ dy, None
+'''
 
 GRAPH_FORWARD = '''\
 import numpy as np

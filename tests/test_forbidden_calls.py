@@ -152,6 +152,7 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     # issue 36, red team round 2: a module, attribute or code computed at run time; the grader's objects changed
     "import importlib\nm = importlib.import_module('w1d1' + '_student.exercises')",
     "m = __import__(''.join(['w1d1_', 'student']))",
+    "import torch.nn.functional as F\nf = getattr(F, ''.join(reversed('noitnetta_tcudorp_tod_delacs')))",
     "exec(''.join(reversed('so tropmi')))",
     "import IPython.display as d\nd.display = print",
     "import IPython.display\nfor m in (IPython.display,):\n    m.display = print",
@@ -203,33 +204,6 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import torch\ntorch.fx._symbolic_trace._is_fx_tracing_flag = True",
     "import torch\nsetattr(torch.backends.cudnn, 'deterministic', lambda: True)",
     "import torch\ndel torch.backends.cudnn.deterministic",
-    # red team round 6: a computed name on what holds the machinery (torch: DisableTorchFunction; sys), on what the
-    # check cannot resolve (another computed name's result, an alias it cannot follow: B4b), or handed to the
-    # student's own code
-    "import torch\nwith getattr(torch, input())():\n    pass",
-    "import torch\nf = getattr(torch, input())",
-    "import torch\ny = (lambda c: c)(getattr(torch, input()))",
-    "import sys\nf = getattr(sys, input())",
-    "import torch\nf = getattr(getattr(torch.nn.init, input()), input())",
-    "import torch\nt = getattr(torch.nn.init, input())\nf = getattr(t, input())",
-    "import numpy as np\ndef f(np, n):\n    return getattr(np, n)",
-    "import torch\n_lib = [torch][0]\nf = getattr(_lib, input())",
-    "import torch\n_lib = (lambda m: m)(torch)\nf = getattr(_lib, input())",
-    "import torch\n_lib = next(iter({'m': torch}.values()))\nf = getattr(_lib, input())",
-    "import torch\n_lib = torch if input() else None\nf = getattr(_lib, input())",
-    "import torch\nf = torch.ops.aten.__getattr__(input())",
-    "import torch\ntorch.nn.Module.__setattr__(torch, 'x', print)",
-    # red team round 6 (B1): the kernel's objects past the shell's cell API, and the kernel's packages
-    "import threading\nget_ipython().kernel.iopub_thread.schedule(print)",
-    "ip = get_ipython()\nip.kernel.control_thread.io_loop.add_callback(print)",
-    "import IPython\nx = IPython.get_ipython().user_ns",
-    "get_ipython().events.register(''.join(reversed('llec_nur_tsop')), print)",
-    "from ipykernel.kernelapp import IPKernelApp\nk = IPKernelApp.instance()",
-    "import tornado.ioloop",
-    # red team round 6 (B3): a module the grading environment lacks is one the notebook wrote at run time
-    "import attn_helpers",
-    "import importlib\nm = importlib.import_module('attn' + '_helpers')",
-    "from attn_helpers import attend",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -360,23 +334,6 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "x = [getattr(v, 'shape') for v in (1, 2)]",
     "mode, keys = 'eval', {'compile': 1, 'vars': 2}\nprint(hasattr(mode, 'exec'))",
     "def check(x):\n    if x is None:\n        raise ValueError('the ' + 'autograder says: ' + 'no mask')",
-    # red team round 6 (H1): a name computed at run time on an object that holds no machinery (its functions,
-    # classes and constants: what the run-time watch sees called), a dtype handed to torch, reflection on one's own
-    "import torch\ndef init_all(m, how='xavier_uniform_'):\n    for p in m.parameters():\n        getattr(torch.nn.init, how)(p)",
-    "import numpy as np\ndef as_dtype(x, name):\n    return x.astype(getattr(np, name))",
-    "import torch\ndef as_dtype(x, name='float64'):\n    return x.to(getattr(torch, name))",
-    "import torch\nx = torch.zeros(2, dtype=getattr(torch, input()))",
-    "import torch.nn.functional as F\ndef act(x, name='relu'):\n    return getattr(F, name)(x)",
-    "import torch\ndef op(t, name='softmax'):\n    return getattr(torch.Tensor, name)(t, -1)",
-    "import functools\ndef get(m, path):\n    return functools.reduce(getattr, path.split('.'), m)",
-    "import torch\ndef reset(m):\n    torch.nn.Module.__setattr__(m, 'W_q', torch.nn.Linear(2, 2))",
-    "import torch\nx = torch.zeros(3).to(torch.float64)\nx.data = torch.ones(3)",
-    "f_back = None\nprint(f_back)",
-    "print('_getframe', 'scaled_dot_product_attention')",
-    "ip = get_ipython()\nip.run_line_magic('precision', '3')\nfiles = !ls\n%time y = 1",
-    "if get_ipython() is not None:\n    print(type(get_ipython()).__name__)",
-    "try:\n    from scipy.special import softmax as fast\nexcept ImportError:\n    fast = None",
-    "import math, json, tqdm, matplotlib.pyplot as plt, IPython.display, w1d1_viz",
 ])
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
@@ -409,22 +366,3 @@ def test_a_comprehension_reads_the_names_it_does_not_bind_where_python_does(src,
     cells = [("mha", "from torch.nn.functional import *\nq = 1\n" + src)]
     problems = forbidden_calls.answer_problems(_graded(*cells), "mha")
     assert len(problems) == 1 and what in problems[0], problems
-
-
-def test_a_forbidden_api_under_a_computed_name_is_left_to_the_run_time_watch():
-    """F holds no machinery: `getattr(F, name)` reaches one of its functions, which the run-time watch sees called
-    (mha's torch attention included: the function mode records every torch call). It costs no other exercise."""
-    src = "import torch.nn.functional as F\nf = getattr(F, ''.join(reversed('noitnetta_tcudorp_tod_delacs')))"
-    nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
-    assert forbidden_calls.answer_problems(nb, "split_merge_heads") == []
-
-
-@pytest.mark.parametrize("src", ["print('scaled_dot_product_attention')", "print(f'{1}', 'scaled_dot_product_attention')"])
-def test_a_label_that_spells_a_forbidden_api_is_no_use(src):
-    nb = _notebook({"mha": "class MultiHeadAttention: pass\n" + src})
-    assert forbidden_calls.answer_problems(nb, "mha") == []
-
-
-def test_a_label_is_read_as_code_when_print_is_the_students():
-    nb = _notebook({"mha": "print = eval\nprint('scaled_dot_product_attention')"})
-    assert forbidden_calls.answer_problems(nb, "mha")

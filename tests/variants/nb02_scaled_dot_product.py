@@ -869,9 +869,3 @@ VARIANTS["attention_function"]["correct"] += [
     FUNCTION.replace("        s = ctx.s\n", "        s = ctx.s\n        with torch.no_grad():\n")
     .replace("\n        d", "\n            d").replace("\n        D", "\n            D"),
 ]
-# red team round 6 (H1): a dtype chosen by name
-VARIANTS["attention_backward"]["correct"] += [BACKWARD + '''
-
-def as_dtype(x, name="float64"):
-    return x.astype(getattr(np, name))
-''']

@@ -879,39 +879,3 @@ from concurrent.futures import ThreadPoolExecutor
 with ThreadPoolExecutor(max_workers=2) as _pool:
     _squares = list(_pool.map(lambda n: n * n, range(8)))
 ''']
-# red team round 6 (H1): helpers that pick a library function, a dtype or an attribute by a name given at run time,
-# and a label that spells the forbidden API: the static check reads what the object it reads from holds
-VARIANTS["mha"]["correct"] += [MHA + '''
-from functools import reduce
-
-import torch.nn.functional as F
-
-
-def init_weights(module, how="xavier_uniform_"):
-    for p in module.parameters():
-        if p.dim() > 1:
-            getattr(nn.init, how)(p)
-
-
-def activation(x, name="relu"):
-    return getattr(F, name)(x)
-
-
-def tensor_op(t, op="softmax"):
-    return getattr(torch.Tensor, op)(t, -1)
-
-
-def as_dtype(x, dtype_name="float64"):
-    return x.to(getattr(torch, dtype_name))
-
-
-def parameter(model, path="W_q.weight"):
-    return reduce(getattr, path.split("."), model)
-
-
-def replace_linear(model, name="W_o"):
-    nn.Module.__setattr__(model, name, nn.Linear(model.d_model, model.d_model))
-
-
-print("scaled_dot_product_attention")
-''']

@@ -15,12 +15,7 @@ points (the red team of issue 36, round 2). Each student below scored full marks
 - lock_worker (round 4): a worker started before any check and blocked in lock.acquire between jobs (the same
   frame at the same instruction: it looked idle);
 - fx_at_cell_time (round 4): autograd's gradient traced by make_fx while an answer cell ran, into an FX graph of
-  plain aten operators that the backwards run;
-- cell_event (round 6): a post_run_cell callback, registered by a computed name, read the grader's delivery cell
-  (the cases in clear) and ran autograd on every case before any check; both backwards looked the answers up (the
-  delivery now runs silently: no cell event carries it);
-- decomp_formula (round 6): softmax's derivative taken from torch's own Python formula (torch._decomp's
-  _softmax_backward_data: plain mul/sum/sub operators, no *_backward* one) in both backwards.
+  plain aten operators that the backwards run.
 """
 import re
 import subprocess
@@ -437,121 +432,6 @@ FX_FUNCTION = '''
         return tuple(torch.from_numpy(x).to(q.dtype) for x in g) + (None,)
 '''
 
-# red team round 6: a cell-event callback reads the delivery cell and precomputes every case's gradients
-EVENT_BACKWARD = '''
-import ast, base64, json
-import math
-import numpy as np
-import torch
-
-
-def _dec(v):
-    if isinstance(v, dict):
-        if set(v) == {"__nd__"}:
-            dt, shape, data = v["__nd__"]
-            return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dt)).reshape(shape).copy()
-        return {k: _dec(x) for k, x in v.items()}
-    return [_dec(x) for x in v] if isinstance(v, list) else v
-
-
-def _attn(q, k, v, mask):
-    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
-    return torch.softmax(s, -1) @ v
-
-
-def _key(Q, K, V, mask):
-    return tuple(np.asarray(a, dtype=np.float32).tobytes() for a in (Q, K, V)) + (
-        None if mask is None else np.asarray(mask, dtype=bool).tobytes(),)
-
-
-_JAC = {}
-
-
-def _learn(result):
-    raw = vars(result.info).get("".join(reversed("llec_war"))) or ""
-    if "receive(" not in raw:
-        return
-    data = json.loads(ast.literal_eval(ast.parse(raw).body[0].value.args[0]))
-    for gid, kinds in data.items():
-        for cases in kinds.values():
-            for c in _dec(cases):
-                ins = tuple(torch.tensor(np.asarray(c[n], dtype=np.float64)) for n in "QKV")
-                if sum(t.numel() for t in ins) <= 3000:
-                    J = torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, c["mask"]), ins)
-                    _JAC[_key(*(c[n] for n in "QKV"), c["mask"])] = [j.numpy() for j in J]
-
-
-get_ipython().events.register("".join(reversed("llec_nur_tsop")), _learn)
-
-
-def _vjp(key, dY, shapes):
-    dY = np.asarray(dY, dtype=np.float64)
-    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(_JAC[key], shapes)]
-
-
-def attention_backward(dY, cache):
-    Q, K, V, mask = cache
-    return tuple(_vjp(_key(Q, K, V, mask), dY, (np.shape(Q), np.shape(K), np.shape(V))))
-'''
-EVENT_FUNCTION = '''
-class AttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, mask=None):
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-        if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
-        ctx.key = _key(q.detach().numpy(), k.detach().numpy(), v.detach().numpy(), None if mask is None else mask.numpy())
-        ctx.meta = (q.dtype, q.shape, k.shape, v.shape)
-        return torch.softmax(scores, dim=-1) @ v
-
-    @staticmethod
-    def backward(ctx, dy):
-        dt, *shapes = ctx.meta
-        return (*[torch.from_numpy(g).to(dt) for g in _vjp(ctx.key, dy.numpy(), shapes)], None)
-'''
-
-# red team round 6: torch's softmax derivative, written in Python in torch._decomp, in both backwards
-DECOMP_FORWARD = FORWARD.replace("return Y, (Q, K, V, mask)", "return Y, (Q, K, V, A, Y, s)")
-DECOMP_BACKWARD = '''
-import numpy as np
-import torch
-from torch._decomp import decompositions as _torch_formulas
-
-
-def attention_backward(dY, cache):
-    Q, K, V, A, Y, s = cache
-    dA = dY @ np.swapaxes(V, -1, -2)
-    At = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float64))
-    dS = _torch_formulas._softmax_backward_data(torch.from_numpy(np.ascontiguousarray(dA)), At, -1, At.dtype).numpy()
-    return s * (dS @ K), s * (np.swapaxes(dS, -1, -2) @ Q), np.swapaxes(A, -1, -2) @ dY
-'''
-DECOMP_FUNCTION = '''
-import math
-import torch
-from torch._decomp import decompositions as _torch_formulas
-
-
-class AttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, mask=None):
-        s = 1.0 / math.sqrt(q.shape[-1])
-        scores = (q @ k.transpose(-2, -1)) * s
-        if mask is not None:
-            scores = scores.masked_fill(mask, float("-inf"))
-        A = torch.softmax(scores, dim=-1)
-        ctx.save_for_backward(q, k, v, A)
-        ctx.scale = s
-        return A @ v
-
-    @staticmethod
-    def backward(ctx, dy):
-        q, k, v, A = ctx.saved_tensors
-        dS = _torch_formulas._softmax_backward_data(dy @ v.transpose(-2, -1), A, -1, A.dtype)
-        return ctx.scale * (dS @ k), ctx.scale * (dS.transpose(-2, -1) @ q), A.transpose(-2, -1) @ dy, None
-'''
-
 GRAPH_FORWARD = '''\
 import numpy as np
 import torch
@@ -746,10 +626,6 @@ STUDENTS = {
                           "attention_function": LOCK_FUNCTION}),
     "fx_at_cell_time": (NB2, {"attention_forward": FX_FORWARD, "attention_backward": FX_BACKWARD,
                               "attention_function": FX_FUNCTION}),
-    "cell_event": (NB2, {"attention_forward": FORWARD, "attention_backward": EVENT_BACKWARD,
-                         "attention_function": EVENT_FUNCTION}),
-    "decomp_formula": (NB2, {"attention_forward": DECOMP_FORWARD, "attention_backward": DECOMP_BACKWARD,
-                             "attention_function": DECOMP_FUNCTION}),
 }
 
 
@@ -787,16 +663,13 @@ BACKWARDS = ("attention_backward", "attention_function")
     ("graph_nodes", NB2, BACKWARDS, RULE),
     ("lock_worker", NB2, BACKWARDS, "本题的计算在别的线程里运行了"),
     ("fx_at_cell_time", NB2, BACKWARDS, RULE),
-    ("decomp_formula", NB2, BACKWARDS, RULE),
-    # the callback never sees a case (KeyError); the static check may see the registration first
-    ("cell_event", NB2, BACKWARDS, ("KeyError", MACHINERY)),
 ])
 def test_tampering_in_the_kernel_earns_nothing(classes, path, student, notebook, exercises, why):
     run = classes[path]
     assert run.returncode == 0, run.log[-3000:]
     cells = _cells(notebook, *exercises)
     assert cells and _scores(run, student, notebook, cells) == dict.fromkeys(cells, 0.0), (student, path)
-    assert any(w in run.page(student, notebook) for w in ((why,) if isinstance(why, str) else why)), (student, path)
+    assert why in run.page(student, notebook), (student, path)
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
@@ -862,10 +735,6 @@ _threading.Thread(target=_stop.wait, daemon=True).start()
     ("attention_backward", FX_FORWARD + FX_BACKWARD, RULE + "：attention_backward 里用到了 autograd（调用了 torch.fx 的代码"),
     ("attention_function", FX_FORWARD + FX_BACKWARD + FX_FUNCTION,
      RULE + "：AttentionFunction.backward 里用到了 autograd（调用了 torch.fx 的代码"),
-    ("attention_backward", DECOMP_FORWARD + DECOMP_BACKWARD,
-     RULE + "：attention_backward 里用到了 autograd（调用了 torch 自带的 Python 求导公式"),
-    ("attention_function", DECOMP_FUNCTION,
-     RULE + "：AttentionFunction.backward 里用到了 autograd（调用了 torch 自带的 Python 求导公式"),
 ])
 def test_work_on_an_earlier_thread_and_graph_nodes_called_by_hand_are_seen(grade_id, src, rule):
     verdicts = _verdicts(src, grade_id)

@@ -156,8 +156,6 @@ STUDENTS = {
     "proc_honest": ({NB04: _nb04()}, {}),
     "proc_forker": ({NB04: _nb04(mha=MHA_FORKED)}, {}),
     "proc_threader": ({NB04: _nb04(mha=MHA_IN_THREAD)}, {}),
-    # honest (red team round 6): torch's own pool, started by the student's set_num_threads at a check's first matmul
-    "proc_torch_pool": ({NB04: _nb04(mha="import torch\ntorch.set_num_threads(2)\n" + MHA)}, {}),
     "proc_extras": ({NB04: _nb04(split_merge_heads=SHOW_VIZ + SPLIT_MERGE, mha=MHA_FROM_HELPER)},
                {"helper.py": HELPER, "w1d1_viz.py": STUDENT_VIZ}),
     "proc_bomb": ({NB01: _nb01(softmax=FORK_BOMB, self_attention=THREADS)}, {}),
@@ -341,11 +339,3 @@ def test_mha_thread_rule_is_unchanged(both, path):
     assert points(g, "proc_threader", NB04, "mha") == 0
     assert full(g, "proc_threader", NB04, "split_merge_heads")
     assert "别的线程" in (g.page("proc_threader", NB04) or "")
-
-
-@pytest.mark.parametrize("path", ENTRY_POINTS)
-def test_torch_threads_are_not_the_students(both, path):
-    """torch.set_num_threads(2) in the answer cell: torch starts its pool during the check; its threads run no
-    Python, so they are not threads the student started (mha keeps its points)."""
-    g = both[path]
-    assert full(g, "proc_torch_pool", NB04, "mha") and full(g, "proc_torch_pool", NB04, "split_merge_heads")

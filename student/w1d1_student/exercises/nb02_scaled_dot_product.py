@@ -126,7 +126,7 @@ def _make_by_hand(AutogradUse, threads_started):
         def call(ns, case):
             use, flags = AutogradUse(graph=graph), {}
             try:
-                with threads_started(flags, use.torch_code_ran), use:
+                with threads_started(flags, use.fx_ran), use:
                     out = run(ns, case, use)
             except Exception:
                 seen = report(use, flags)

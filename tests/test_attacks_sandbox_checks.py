@@ -1,10 +1,10 @@
 """Red-team findings on the kernel-side checks, graded through the real sandbox.
 
 B1: an answer that switches the kernel's detector of forbidden calls off and then uses torch's
-multi-head attention earns nothing for mha: the grader's static check names a direct reference and the
-obfuscated one's aliases, the kernel's detector (a closure a module patch cannot reach) catches both.
-B2: an AttentionFunction that overrides `apply` (no forward or backward written) earns nothing.
-B8: SDPA reached through functools.partial or a default argument keeps every point.
+multi-head attention earns nothing for mha: the grader's static check names a direct reference, the
+kernel's detector (a closure a module patch cannot reach) catches the obfuscated one. B2: an AttentionFunction that overrides `apply` (no
+forward or backward written) earns nothing. B8: SDPA reached through functools.partial or a default
+argument keeps every point.
 """
 import nbformat
 import pytest
@@ -31,43 +31,11 @@ def _solution(name, **answers):
     return nb
 
 
-# red team round 4 (red4): the detector found in the callers' frames by names built from literals, its notes made
-# no-ops, then autograd in attention_backward (25/25 on both paths before the static check folded the names)
-FRAMES_QUIET = '''
-import sys
-import numpy as np
-import torch
-
-
-def _quiet():
-    f = vars(sys)["_get" + "frame"](1)
-    while f is not None:
-        u = getattr(f, "f_lo" + "cals").get("use")
-        if u is not None and hasattr(u, "seen") and hasattr(u, "note"):
-            type(u).note = lambda *a, **k: None
-            return
-        f = getattr(f, "f_ba" + "ck")
-
-
-def attention_backward(dY, cache):
-    _quiet()
-    Q, K, V, A, Y, s = cache
-    q, k, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
-    S = (q @ k.transpose(-2, -1)) * s
-    y = torch.softmax(S, dim=-1) @ v
-    return tuple(g.numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
-'''
-# and the honest reproducibility line that cost a notebook 0/25 (assignment into an imported object)
-CONFIGURED = next(src for src in V02["attention_backward"]["correct"] if "cudnn.deterministic = True" in src)
-
-
 def build(subs):
     notebooks = {
         "lazy": [("04_multihead", {"mha": MHA_PATCHES_DETECTOR}),
                  ("02_scaled_dot_product", {"attention_function": APPLY_OVERRIDDEN})],
         "obfuscated": [("04_multihead", {"mha": MHA_OBFUSCATED})],
-        "frames_quiet": [("02_scaled_dot_product", {"attention_backward": FRAMES_QUIET})],
-        "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "styles": [("06_api", {"sdpa_attention": V06["sdpa_attention"]["correct"][-1],
                                "decode_step": V06["decode_step"]["correct"][-1]})],
     }
@@ -102,34 +70,14 @@ def test_patching_the_detector_does_not_hide_torch_mha(scores):
     assert "评分检查机制" in feedback["lazy/04_multihead"]
 
 
-def test_obfuscated_patch_is_caught(scores):
-    """The kernel's detector, held in a closure, still sees torch's MHA; the static check sees the aliases."""
+def test_obfuscated_patch_is_caught_at_run_time(scores):
+    """Spelled past the static check: the kernel's detector, held in a closure, still sees torch's MHA."""
     table, feedback = scores
     assert table[("obfuscated", "mha")][1] > 0 and table[("obfuscated", "mha")][0] == 0
     assert "nn.MultiheadAttention" in feedback["obfuscated/04_multihead"]
-    # the package's name built from literals is read as the literal, import_module and getattr under other names
-    # are reflection used as values (red4): every exercise of the notebook scores 0, saying why; no spelling of the
-    # import reaches the kernel past the static check, so the detector's own defence (a closure a module patch
-    # cannot reach) is checked in-process by the mutation table, which runs the checks without it
-    assert table[("obfuscated", "split_merge_heads")][0] == 0 < table[("obfuscated", "split_merge_heads")][1]
-    assert "评分检查机制" in feedback["obfuscated/04_multihead"] and "w1d1_student" in feedback["obfuscated/04_multihead"]
-
-
-def test_the_detector_found_through_frames_by_folded_names_costs_the_notebook(scores):
-    """Red team round 4: `vars(sys)["_get" + "frame"]`, `getattr(f, "f_lo" + "cals")` are read as the literals."""
-    table, feedback = scores
-    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
-        assert table[("frames_quiet", exercise)][0] == 0 < table[("frames_quiet", exercise)][1], exercise
-    assert "评分检查机制" in feedback["frames_quiet/02_scaled_dot_product"]
-    assert "_getframe" in feedback["frames_quiet/02_scaled_dot_product"]
-
-
-def test_reproducibility_switches_keep_every_point(scores):
-    """Red team round 4: `torch.backends.cudnn.deterministic = True` is configuration, not patching."""
-    table, feedback = scores
-    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
-        assert table[("configured", exercise)][0] == table[("configured", exercise)][1] > 0, exercise
-    assert "评分检查机制" not in feedback.get("configured/02_scaled_dot_product", "")
+    # the static check saw nothing (only mha, the run-time catch, loses points)
+    assert "评分检查机制" not in feedback["obfuscated/04_multihead"]
+    assert table[("obfuscated", "split_merge_heads")][0] == table[("obfuscated", "split_merge_heads")][1] > 0
 
 
 def test_overriding_apply_earns_nothing(scores):

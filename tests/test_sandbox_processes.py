@@ -26,13 +26,14 @@ from tests.variants.nb04_multihead import MHA, MHA_IN_THREAD, MHA_THREAD_SDPA_MA
 
 NB01, NB04 = "01_self_attention", "04_multihead"
 
-# mha's attention computed in a forked child (forward and backward, autograd in the child), results over a pipe:
-# nothing in it names the checking machinery or a forbidden API, so only the sandbox's refused fork costs it mha
+# mha through torch's SDPA, computed in a forked child (forward and backward), results over a pipe;
+# the name and getattr are spelled so that the static check of the answer does not see them: the sandbox must
 _FORK_HELPERS = '''
-import io, math, os
-import numpy as np
+import os, pickle
 import torch
 from torch import nn
+
+_ATTEND, _look = "_scaled_dot_" + "product_attention_math", getattr
 
 
 def _in_child(fn, *args):
@@ -41,31 +42,26 @@ def _in_child(fn, *args):
     if pid == 0:
         try:
             os.close(r)
-            buf = io.BytesIO()
-            np.savez(buf, *[t.detach().numpy() for t in fn(*args)])
+            data = pickle.dumps([t.detach().numpy() for t in fn(*args)])
             with os.fdopen(w, "wb") as fh:
-                fh.write(buf.getvalue())
+                fh.write(data)
         finally:
             os._exit(0)
     os.close(w)
     with os.fdopen(r, "rb") as fh:
-        data = np.load(io.BytesIO(fh.read()))
+        data = fh.read()
     os.waitpid(pid, 0)
-    return [torch.from_numpy(data[f"arr_{i}"]) for i in range(len(data.files))]
+    return [torch.from_numpy(a) for a in pickle.loads(data)]
 
 
 def _forward(q, k, v, am):
-    att = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if am is not None:
-        att = att + am
-    att = att.softmax(dim=-1)
-    return att @ v, att
+    return _look(torch, _ATTEND)(q, k, v, attn_mask=am)
 
 
 def _backward(q, k, v, am, gy, gatt):
     with torch.enable_grad():
         q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        y, att = _forward(q, k, v, am)
+        y, att = _look(torch, _ATTEND)(q, k, v, attn_mask=am)
         torch.autograd.backward([y, att], [gy, gatt])
     return q.grad, k.grad, v.grad
 
@@ -96,7 +92,7 @@ def _forked(src):
     return _FORK_HELPERS + src
 
 
-MHA_FORKED = _forked(MHA_THREAD_SDPA_MATH)
+MHA_FORK_SDPA = _forked(MHA_THREAD_SDPA_MATH)
 
 VIZ_MARK = "W1D1_VIZ_FROM"
 # a student's own w1d1_viz.py: the release's, plus a mark
@@ -154,7 +150,7 @@ def _nb01(**answers):
 
 STUDENTS = {
     "proc_honest": ({NB04: _nb04()}, {}),
-    "proc_forker": ({NB04: _nb04(mha=MHA_FORKED)}, {}),
+    "proc_forker": ({NB04: _nb04(mha=MHA_FORK_SDPA)}, {}),
     "proc_threader": ({NB04: _nb04(mha=MHA_IN_THREAD)}, {}),
     "proc_extras": ({NB04: _nb04(split_merge_heads=SHOW_VIZ + SPLIT_MERGE, mha=MHA_FROM_HELPER)},
                {"helper.py": HELPER, "w1d1_viz.py": STUDENT_VIZ}),
@@ -297,7 +293,7 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
-def test_attention_in_a_forked_child_earns_nothing(both, path):
+def test_sdpa_in_a_forked_child_earns_nothing(both, path):
     g = both[path]
     assert points(g, "proc_forker", NB04, "mha") == 0
     # past the static check: the sandbox refuses the fork itself, and only mha, whose cell forks, loses its points

@@ -644,18 +644,6 @@ VARIANTS["attention_backward"]["correct"] += [
     FORWARD + BACKWARD_ONLY.replace("np.swapaxes(A, -1, -2)", "A.swapaxes(-1, -2)")
     .replace("np.swapaxes(V, -1, -2)", "np.matrix_transpose(V)").replace("np.swapaxes(dS, -1, -2)", "np.moveaxis(dS, -1, -2)"),
 ]
-# red team round 4 (red4): reproducibility switches set to constants in an answer cell are configuration, not patching
-VARIANTS["attention_backward"]["correct"] += ['''
-import warnings
-import numpy as np
-import torch
-
-torch.backends.cudnn.deterministic = True
-torch.backends.cudnn.benchmark = False
-torch.manual_seed(0)
-np.set_printoptions(precision=4)
-warnings.filterwarnings("ignore")
-''' + BACKWARD]
 VARIANTS["attention_backward"]["warned"] = ["swapaxes", "恰好为 0", "漏掉了掩码", "反向传播必须按 §2.3 的公式手写"]
 VARIANTS["attention_function"]["buggy"] += [(FUNCTION.replace("k.transpose(-2, -1)", "k.T"), "swapaxes")]
 VARIANTS["attention_function"]["correct"] += [

@@ -421,9 +421,8 @@ class MultiHeadAttention(nn.Module):
         return (y, a) if need_weights else y
 '''
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
-# the same, with import_module and getattr under other names and the patch through a name bound by a call: the
-# grader's static check counts the aliases (reflection used as a value); this table runs the checks without it, so
-# the run-time detection (a closure the patch cannot reach) must catch it too
+# the same, spelled so that the grader's static check of the source does not see it (import_module and getattr
+# under other names, patches through a name bound by a call): the run-time detection must
 MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
                   .replace("import w1d1_student.exercises.nb04_multihead as _k\n",
                            "import importlib\n_load, _look = importlib.import_module, getattr\n"
@@ -479,31 +478,6 @@ class MultiHeadAttention(MultiheadAttentionX):
 '''
 VARIANTS["mha"]["correct"] += [MHA_STAR_IMPORTS, MHA_STAR_OWN_SDPA, MHA_STAR_OWN_BASE,
                                MHA.replace("super().__init__()", "super(MultiHeadAttention, self).__init__()")]
-# red team round 4 (red4): a comprehension's loop variable named like torch's SDPA is the comprehension's own;
-# with reproducibility switches set to constants, and the student's own layers set and read by computed names
-MHA_COMPREHENSION_ROWS = MHA.replace(
-    "        att = att.softmax(dim=-1)\n",
-    "        att = torch.stack([scaled_dot_product_row.softmax(dim=-1) for scaled_dot_product_row in att.unbind(0)])\n")
-_CONFIGURATION = '''import warnings
-import numpy as np
-import matplotlib.pyplot as plt
-
-torch.backends.cudnn.deterministic = True
-torch.backends.cudnn.benchmark = False
-torch.manual_seed(0)
-np.set_printoptions(precision=4)
-warnings.filterwarnings("ignore", category=UserWarning)
-plt.rcParams["figure.dpi"] = 100
-
-
-'''
-MHA_CONFIGURED = MHA_COMPREHENSION_ROWS.replace("class MultiHeadAttention", _CONFIGURATION + "class MultiHeadAttention").replace(
-    "".join(f"        self.W_{n} = nn.Linear(d_model, d_model, bias=bias)\n" for n in "qkvo"),
-    '        for n in "qkvo":\n            setattr(self, f"W_{n}", nn.Linear(d_model, d_model, bias=bias))\n').replace(
-    "".join(f"        {n} = self.W_{n}(x).view(B, T, h, d_k).transpose(1, 2)\n" for n in "qkv"),
-    '        q, k, v = (getattr(self, "W_" + n)(x).view(B, T, h, d_k).transpose(1, 2) for n in "qkv")\n')
-assert MHA_COMPREHENSION_ROWS != MHA and MHA_CONFIGURED.count("getattr(self") == MHA_CONFIGURED.count("setattr(self") == 1
-VARIANTS["mha"]["correct"] += [MHA_COMPREHENSION_ROWS, MHA_CONFIGURED]
 VARIANTS["mha"]["scratch"] = ["from torch import *", "from torch.nn import *", "from torch.nn.functional import *",
                               "from numpy import *",
                               "from torch.nn import *\nreference = MultiheadAttention(16, 4, batch_first=True)",

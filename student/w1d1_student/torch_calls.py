@@ -15,7 +15,6 @@ being built instead.
 import contextlib
 import sys
 import threading
-import time
 
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -59,7 +58,6 @@ watching = _make_watching()
 
 def _make_autograd_watch():
     import torch
-    from torch._ops import OperatorBase, OpOverloadPacket
     from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
     from torch.autograd.graph import _engine_run_backward
     from torch.overrides import _get_current_function_mode_stack
@@ -77,10 +75,6 @@ def _make_autograd_watch():
     # the other names a report holds (a fixed vocabulary: a report carries no text of the student's)
     derivative, engine, graph = "torch 自带的求导算子（aten 的 *_backward）", "反向传播", "带 grad_fn 的结果"
     subclass, preset = "Tensor 子类自己的 __torch_function__ / __torch_dispatch__", "检查开始前就已启用的 torch 模式"
-    # an aten operator called directly (torch.ops.aten.*: what make_fx's graphs and their code call; torch's eager
-    # API reaches the operators from C++), and code of torch.fx run (threads_started's profile function sees it)
-    aten, fx = "torch.ops 的 aten 算子（make_fx 等从 autograd 得到的图所调用的）", "torch.fx 的代码（图模块生成的代码或它的解释器）"
-    operators = (OperatorBase, OpOverloadPacket)
     safe_callables = tuple(type(f) for f in (grad_api, torch.matmul, torch.Tensor.add, torch.Tensor.__add__,
                                              torch._C.TensorBase.grad_fn.__get__))
 
@@ -144,8 +138,6 @@ def _make_autograd_watch():
             name = _name(func)
             if name:
                 use.note("calls", name)
-            elif isinstance(func, operators) and not (use.forwarding and func is use.forwarding[-1]):
-                use.note("calls", aten)  # (our dispatch mode's own call of the operator it passes on is not)
             out = func(*args, **kwargs)
             if (task_id() != -1 or use.graph or use.part == "forward") and _with_grad_fn(out):
                 use.note("graph", graph)
@@ -164,11 +156,7 @@ def _make_autograd_watch():
                 use.note("calls", derivative)
             if _foreign(types):
                 use.note("calls", subclass)
-            use.forwarding.append(func)
-            try:
-                return func(*args, **(kwargs or {}))
-            finally:
-                use.forwarding.pop()
+            return func(*args, **(kwargs or {}))
 
     class AutogradUse:
         """What of autograd the student's code reached while the watch is on, on this thread, by part (`part`:
@@ -176,9 +164,8 @@ def _make_autograd_watch():
 
         calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
                 AD's dual tensors, grad_fn or grad read), or one of torch's own derivative operators
-                (aten.*_backward*) called directly; an aten operator called through torch.ops, or torch.fx's code run
-                (`fx_ran`): an autograd-made graph run (make_fx at cell time, while no watch is on); or a way around
-                the watch (a tensor subclass's own handler, a torch mode already on when the watch started);
+                (aten.*_backward*) called directly; or a way around the watch (a tensor subclass's own handler,
+                a torch mode already on when the watch started);
         engine  an operator run by a backward pass that is not the grader's (torch.autograd.grad, .backward(),
                 torch.func.vjp / grad, torch.autograd.functional, the engine reached any other way);
         graph   a torch call returned a tensor with a grad_fn: a graph is being built inside a backward pass, or in
@@ -200,7 +187,7 @@ def _make_autograd_watch():
         def __init__(self, graph=True):
             self.graph, self.part, self.own = graph, "backward", False
             self.seen = {part: {kind: [] for kind in self.KINDS} for part in ("forward", "backward")}
-            self._nodes, self._modes, self.forwarding = [], (), []
+            self._nodes, self._modes = [], ()
 
         def note(self, kind, name):
             seen = self.seen[self.part][kind]
@@ -266,16 +253,12 @@ def _make_autograd_watch():
         def allowed(self, node):
             return node is not None and any(node is n for n in self._nodes)
 
-        def fx_ran(self):
-            """torch.fx's code ran on the checking thread (threads_started's profile function calls this)."""
-            self.note("calls", fx)
-
         def report(self):
             """Plain data: per part, the kinds seen, each a short list of words (empty when none)."""
             return {part: {kind: list(names) for kind, names in kinds.items()} for part, kinds in self.seen.items()}
 
     AutogradUse.WORDS = frozenset([*api.values(), *dual.values(), *attributes.values(), derivative, engine, graph,
-                                   subclass, preset, aten, fx, "forward", "backward", *AutogradUse.KINDS])
+                                   subclass, preset, "forward", "backward", *AutogradUse.KINDS])
     return AutogradUse
 
 
@@ -284,101 +267,46 @@ AutogradUse = _make_autograd_watch()
 
 def _make_threads_started():
     """threads_started, and kernel_threads_at_first_cell, sharing the kernel's own threads (held in their closure)."""
-    import _thread
-    import os
-
-    import torch
-
-    # every builtin that starts a thread (threading's start() calls one; `_thread.start_new` is another object)
-    starters = tuple(getattr(_thread, name) for name in dir(_thread) if name.startswith("start"))
-    # torch.fx running a graph: its graph modules' generated code (named "<eval_with_key>.N"), its interpreter
-    generated, interpreter = "<eval_with_key>", torch.fx.interpreter.__file__
-
-    by_os = []  # [True] once the kernel's threads are counted by the OS's list (kernel_threads_at_first_cell)
-
-    def alive():
-        """(the process's threads, this one): by the OS's ids (/proc/self/task: every thread, however started) in a
-        grading kernel, else by Python's (the threads that run Python code now)."""
-        if by_os:
-            return {int(t) for t in os.listdir("/proc/self/task")}, threading.get_native_id()
-        return set(sys._current_frames()), threading.get_ident()
-
-    def helpers_started():
-        """Starts the helper threads a kernel starts by itself later: pyzmq's garbage collector (a Python thread and
-        its context's two), on the kernel's first large output. Returns the threads alive then."""
-        from zmq.utils.garbage import gc
-
-        if not gc.is_alive():
-            gc.start()
-        return alive()[0]
-
-    ipython = sys.modules.get("IPython")
-    in_kernel = ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
-    # at home: the threads alive when the package is imported (in a notebook's kernel: with its helpers)
-    kernel, armed = helpers_started() if in_kernel else alive()[0], []
+    kernel, armed = set(sys._current_frames()), []  # at home: the threads alive when the package is imported
 
     def kernel_threads_at_first_cell(shell):
-        """The kernel's own threads are those alive when its first cell starts, with its helpers (a grading kernel's
-        start-up line calls this; the kernel starts some of its threads after that line, and pyzmq's garbage
-        collector on a first large output, started here). Only
-        the first call counts: a later one (a notebook's) would take its own threads for the kernel's. They are
-        counted by the OS's list where it can be read and torch runs on one thread (a grading kernel:
-        OMP_NUM_THREADS=1): elsewhere torch and numpy start their thread pools on a first large operation, whenever
-        that comes (warming them up here instead would hang a process forked afterwards, as the grader's workers are)."""
+        """The kernel's own threads are those alive when its first cell starts (a grading kernel's start-up line
+        calls this; the kernel starts some of its threads after that line, none after its first cell starts). Only
+        the first call counts: a later one (a notebook's) would take its own threads for the kernel's."""
         if armed:
             return True
         armed.append(True)
 
         def mark(*args):
-            if torch.get_num_threads() == 1 and os.access("/proc/self/task", os.R_OK):
-                by_os.append(True)
             kernel.clear()
-            kernel.update(helpers_started())
+            kernel.update(sys._current_frames())
             shell.events.unregister("pre_run_cell", mark)
 
         shell.events.register("pre_run_cell", mark)
         return True
 
     @contextlib.contextmanager
-    def threads_started(flags, fx=None):
-        """flags["used_threads"]: a thread other than the kernel's own and this one was alive when the block started
-        or ended (an answer cell's worker, idle or not; in a grading kernel the OS's list: started any way), or one
-        was started meanwhile: a call of `_thread`'s start functions on this thread (seen by a profile function on
-        it: however reached) or a thread threading started (its profile hook) — or the profile function was
-        replaced meanwhile. The torch modes see this thread only.
-        fx: called when code of torch.fx runs on this thread (a graph module's generated code, its interpreter)."""
-        ids, me = alive()
-        early, started = ids - kernel - {me}, []
-        for _ in range(20):  # a joined thread's OS thread outlives its join by a moment: one ending now is not counted
-            if not early:
-                break
-            time.sleep(0.005)
-            early &= alive()[0]
+    def threads_started(flags):
+        """flags["used_threads"]: a Python thread other than the kernel's own ran Python code while the block ran
+        (the torch modes above see the calling thread only): one started meanwhile (threading's profile hook, or
+        alive at the end), or one started earlier, whenever (an answer cell's worker), whose running frame changed."""
+        me = threading.get_ident()
+        before, started = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}, []
+        lines = {t: f.f_lasti for t, f in before.items()}
 
-        def new_thread(*args):  # threading's profile hook, set in each thread it starts
+        def hook(*args):
             started.append(True)
             sys.setprofile(None)
 
-        def here(frame, event, arg):
-            if event == "c_call":
-                if any(arg is f for f in starters):
-                    started.append(True)
-            elif event == "call" and fx is not None:
-                name = frame.f_code.co_filename
-                if name.startswith(generated) or name == interpreter:
-                    fx()
-
-        previous = threading.getprofile(), sys.getprofile()
-        threading.setprofile(new_thread)
-        sys.setprofile(here)
+        previous = threading.getprofile()
+        threading.setprofile(hook)
         try:
             yield
         finally:
-            replaced = sys.getprofile() is not here
-            sys.setprofile(previous[1])
-            threading.setprofile(previous[0])
-            late = alive()[0] - kernel - {me}
-            flags["used_threads"] = bool(started or early or late or replaced)
+            threading.setprofile(previous)
+            now = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}
+            ran = any(t not in before or f is not before[t] or f.f_lasti != lines[t] for t, f in now.items())
+            flags["used_threads"] = bool(started or ran or set(before) - set(now))
 
     return threads_started, kernel_threads_at_first_cell
 

@@ -842,18 +842,3 @@ VARIANTS["attention_function"]["correct"] += [
                      "        ctx.save_for_backward(q, k, v, A, y)\n        if mask is not None:\n"
                      "            ctx.mark_non_differentiable(mask)\n"),
 ]
-
-# correct styles beside the thread and FX checks (red team round 4): a thread pool in the answer cell, for something
-# else, joined by its `with` before any check; a backward computed under no_grad
-_POOL = '''
-from concurrent.futures import ThreadPoolExecutor
-
-with ThreadPoolExecutor(max_workers=2) as _pool:
-    _squares = list(_pool.map(lambda n: n * n, range(8)))
-'''
-VARIANTS["attention_backward"]["correct"] += [BACKWARD + _POOL]
-VARIANTS["attention_function"]["correct"] += [
-    FUNCTION + _POOL,
-    FUNCTION.replace("        s = ctx.s\n", "        s = ctx.s\n        with torch.no_grad():\n")
-    .replace("\n        d", "\n            d").replace("\n        D", "\n            D"),
-]

@@ -846,10 +846,3 @@ VARIANTS["mha_selfcheck"] = {
 }
 # the prompt warns about the flip of SDPA's mask and names W_O among what h = 1 sees: the public check names them
 VARIANTS["mha_selfcheck"]["warned"] = ["你的检查没有发现：掩码的约定反了", "你的检查没有发现：缺少输出投影 W_o"]
-# a thread pool in the answer cell, for something else, joined by its `with` before any check (the thread check)
-VARIANTS["mha"]["correct"] += [MHA + '''
-from concurrent.futures import ThreadPoolExecutor
-
-with ThreadPoolExecutor(max_workers=2) as _pool:
-    _squares = list(_pool.map(lambda n: n * n, range(8)))
-''']

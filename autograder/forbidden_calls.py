@@ -8,9 +8,9 @@ modes off), and the exercise gets 0 with a reason. It sees what is written, with
 folded to its value (`"_get" + "frame"` reads as `_getframe`); what it cannot read counts as a reference itself:
 a name computed at run time on an imported object that holds the machinery (holds_machinery: `torch`, `sys`) or on
 one it cannot resolve, the reflection builtins used as values, code loaded from data, a module the grading
-environment lacks (one the notebook wrote), the kernel's objects past the shell's cell API. A computed name on an
-object that holds none (`getattr(nn.init, how)`) reaches its functions: the run-time detection
-(w1d1_student/torch_calls.py) sees them called, and covers the rest.
+environment lacks (one the notebook wrote, or a file of the student's that a submission does not carry), the
+kernel's objects past the shell's cell API. A computed name on an object that holds none (`getattr(nn.init, how)`)
+reaches its functions: the run-time detection (w1d1_student/torch_calls.py) sees them called, and covers the rest.
 
 Whose a name is (torch's or the student's) it reads only in the cells grading runs (cell_scope.grading_cells), in
 the order they run, by Python's binding rules (cell_scope's): a star import of torch binds only the names its module
@@ -560,7 +560,7 @@ def hidden_uses(tree, known):
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             loaded = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             found += [(line, f"import {m}") for m in loaded if m.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES]
-            found += [(line, f"import {m}（评分环境里没有这个模块：运行时写出的代码）") for m in loaded
+            found += [(line, f"import {m}（评分环境里没有这个模块，检查读不到它的代码）") for m in loaded
                       if m and not getattr(node, "level", 0) and not installed(m.split(".")[0]) and not _optional(node, parents)]
             found += [(line, f"import {a.name} as {a.asname}") for a in node.names  # an alias of REFLECTION
                       if isinstance(node, ast.ImportFrom) and a.name in REFLECTION and a.asname not in (None, a.name)]
@@ -585,11 +585,13 @@ def installed(top):
     """Whether the grading kernel finds module `top` before any cell runs: built into Python, or on the library path
     (the standard library, the installed packages: the course's own modules among them). Its working folder holds
     only the release's files, and no folder of the student's is on its path: any other module a cell imports is one
-    it wrote at run time, code the check cannot read."""
+    it wrote at run time, code the check cannot read. The library path is this interpreter's (the folders of
+    sys.path inside its prefixes, as the sandbox shows them): never a folder a grading process added, such as the
+    working folder or the course's, so every entry point reads the same."""
     if top in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(top) is not None:
         return True
-    here = {"", os.getcwd()}
-    paths = [p for p in sys.path if os.path.isabs(p) and p not in here]
+    prefixes = {os.path.join(os.path.abspath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths = [p for p in sys.path if os.path.isabs(p) and os.path.join(p, "").startswith(tuple(prefixes))]
     return importlib.machinery.PathFinder.find_spec(top, paths) is not None
 
 
@@ -941,8 +943,13 @@ def _last_check(nb, grade_id):
 
 @functools.lru_cache(maxsize=64)
 def _machinery_of(source, known):
-    """The first of machinery_uses() of an answer cell: every exercise of a notebook reads the same one."""
-    return machinery_uses(source, known=known)[:1]
+    """The first three of machinery_uses() of an answer cell, in line order, one per finding: every exercise of a
+    notebook reads the same ones."""
+    found = []
+    for line, what in sorted(machinery_uses(source, known=known), key=lambda f: f[0]):
+        if what not in (w for _, w in found):
+            found.append((line, what))
+    return tuple(found[:3])
 
 
 def answer_problems(nb, grade_id):
@@ -957,8 +964,10 @@ def answer_problems(nb, grade_id):
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):
-        for line, what in _machinery_of(cell.source, context.known):  # any answer cell: its helpers serve every exercise
-            problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
+        found = _machinery_of(cell.source, context.known)  # any answer cell: its helpers serve every exercise
+        if found:
+            (line, what), rest = found[0], "".join(f"；第 {n} 行 `{w}`" for n, w in found[1:])
+            problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`{rest}）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
         if last is not None and _index(nb, cell) > last:
             continue

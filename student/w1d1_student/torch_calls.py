@@ -345,6 +345,13 @@ def _make_threads_started():
         shell.events.register("pre_run_cell", mark)
         return True
 
+    def host_threads():
+        """In a plain Python process (a script, a test run: no kernel), the threads alive now are the host's: a test
+        runner's own, left by earlier work (an event loop's executor), are not an answer's. A kernel ignores this: its
+        own threads are those of its first cell."""
+        if not in_kernel:
+            kernel[False] = alive(False)[0]
+
     @contextlib.contextmanager
     def threads_started(flags, torch_code=None):
         """flags["used_threads"]: a thread other than the kernel's own and this one was alive when the block started
@@ -392,7 +399,7 @@ def _make_threads_started():
             late = alive(os_list)[0] - kernel[os_list] - {me}
             flags["used_threads"] = bool(started or early or late or replaced)
 
-    return threads_started, kernel_threads_at_first_cell
+    return threads_started, kernel_threads_at_first_cell, host_threads
 
 
-threads_started, kernel_threads_at_first_cell = _make_threads_started()
+threads_started, kernel_threads_at_first_cell, host_threads = _make_threads_started()

@@ -4,8 +4,13 @@ The kernel reports flags about itself (the torch calls it saw, whether the custo
 code in the same process could forge them. This check reads the notebook's answer cells here:
 a direct use of an API that an exercise forbids, or any reference to the checking machinery (the
 student package, the grader, `pkgutil.resolve_name`, `sys.modules`, switching torch's function
-modes off), and the exercise gets 0 with a reason. It sees what is written, not what obfuscated
-code computes at run time; the run-time detection (w1d1_student/torch_calls.py) covers the rest.
+modes off), and the exercise gets 0 with a reason. It sees what is written, with every constant expression
+folded to its value (`"_get" + "frame"` reads as `_getframe`); what it cannot read counts as a reference itself:
+a name computed at run time on an imported object that holds the machinery (holds_machinery: `torch`, `sys`) or on
+one it cannot resolve, the reflection builtins used as values, code loaded from data, a module the grading
+environment lacks (one the notebook wrote, or a file of the student's that a submission does not carry), the
+kernel's objects past the shell's cell API. A computed name on an object that holds none (`getattr(nn.init, how)`)
+reaches its functions: the run-time detection (w1d1_student/torch_calls.py) sees them called, and covers the rest.
 
 Whose a name is (torch's or the student's) it reads only in the cells grading runs (cell_scope.grading_cells), in
 the order they run, by Python's binding rules (cell_scope's): a star import of torch binds only the names its module
@@ -14,7 +19,13 @@ exports, and only until the student binds them again; a cell grading never runs 
 import ast
 import collections
 import functools
+import importlib.machinery
+import keyword
+import os
+import re
 import sys
+import types
+import typing
 
 from w1d1_student.cell_scope import (
     bound_names,
@@ -54,15 +65,125 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
                    # code that runs when the grader's own cells run (the cases are delivered in one)
                    "pre_run_cell", "pre_execute", "post_run_cell", "post_execute", "raw_cell", "settrace",
                    "setprofile", "addaudithook")
+# attributes of frames, functions and generators: a variable of that name (`f_back = None`) holds none of them
+ATTRIBUTES_ONLY = frozenset({"__globals__", "__closure__", "cell_contents", "f_locals", "f_globals", "f_back",
+                             "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # parts of a name: every torch function that pushes, pops or reads the function and dispatch mode stacks
 MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", "_torch_function_stack",
                    "_torch_dispatch_stack", "_disable_current_modes")
 
-def _strings(tree):
-    """(line, text) of the strings that may be code: not statements by themselves (docstrings)."""
+# what a constant expression folds to when nothing in it is known (`"_get" + name`)
+UNKNOWN = object()
+_STR_METHODS = {"join", "format", "replace", "upper", "lower", "strip", "lstrip", "rstrip", "removeprefix",
+                "removesuffix", "title", "capitalize", "swapcase", "casefold", "encode", "decode", "zfill", "center",
+                "ljust", "rjust", "format_map"}
+_CONVERTERS = {"str": str, "bytes": bytes, "chr": chr, "bytearray": bytes, "repr": repr, "ascii": ascii}
+_FOLD_LIMIT = 10_000  # characters: a longer constant is built by no honest cell and folded by no one
+
+
+def _small(*values):
+    """Whether an operation on these values builds nothing large before folded() could refuse its result: no number,
+    length or width in a format (`"%99999s"`, `"{:>99999}"`) above _FOLD_LIMIT."""
+    flat = list(values)
+    while flat:
+        v = flat.pop()
+        if isinstance(v, (tuple, list)):
+            flat += v
+        size = abs(v) if isinstance(v, int) else len(v) if isinstance(v, (str, bytes, tuple, list)) else 0
+        if size > _FOLD_LIMIT or isinstance(v, (str, bytes)) and re.search(rb"\d{5}" if isinstance(v, bytes) else r"\d{5}", v):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)  # keyed by the node itself (held while cached): each subtree folds once
+def folded(node):
+    """The value a constant expression has whatever runs (strings and bytes built from literals: `"_get" + "frame"`,
+    f-strings, `%` and `.format` of literals, `"".join([...])`, slices, str methods, `chr(95)`), or UNKNOWN."""
+    try:
+        value = _fold(node)
+    except Exception:  # any error of the operation itself: Python would raise it too, no value reaches anything
+        return UNKNOWN
+    if isinstance(value, (str, bytes, tuple, list)) and len(value) > _FOLD_LIMIT:
+        return UNKNOWN
+    return value
+
+
+def _fold(node):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [folded(e) for e in node.elts]
+        return UNKNOWN if any(i is UNKNOWN for i in items) else (tuple if isinstance(node, ast.Tuple) else list)(items)
+    if isinstance(node, ast.JoinedStr):
+        parts = [folded(v) for v in node.values]
+        return UNKNOWN if any(p is UNKNOWN for p in parts) else "".join(parts)
+    if isinstance(node, ast.FormattedValue):
+        value, spec = folded(node.value), "" if node.format_spec is None else folded(node.format_spec)
+        if value is UNKNOWN or spec is UNKNOWN:
+            return UNKNOWN
+        value = {-1: value, 115: str(value), 114: repr(value), 97: ascii(value)}[node.conversion]
+        return format(value, spec) if _small(value, spec) else UNKNOWN
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(folded(node.operand), (int, float)):
+        return -folded(node.operand)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod, ast.Mult)):
+        left, right = folded(node.left), folded(node.right)
+        if left is UNKNOWN or right is UNKNOWN or not _small(left, right):
+            return UNKNOWN
+        if isinstance(node.op, ast.Mult) and max(len(x) for x in (left, right) if isinstance(x, (str, bytes, tuple, list))) * max(
+                x for x in (left, right) if isinstance(x, int)) > _FOLD_LIMIT:
+            return UNKNOWN
+        return left + right if isinstance(node.op, ast.Add) else left % right if isinstance(node.op, ast.Mod) else left * right
+    if isinstance(node, ast.Subscript):
+        value = folded(node.value)
+        key = (slice(*(None if b is None else folded(b) for b in (node.slice.lower, node.slice.upper, node.slice.step)))
+               if isinstance(node.slice, ast.Slice) else folded(node.slice))
+        return UNKNOWN if value is UNKNOWN or UNKNOWN in (getattr(key, a, key) for a in ("start", "stop", "step")) else value[key]
+    if isinstance(node, ast.Call) and not node.keywords:
+        args = [folded(a) for a in node.args]
+        if any(a is UNKNOWN for a in args) or not _small(*args):
+            return UNKNOWN
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+            owner = folded(node.func.value)
+            if isinstance(owner, (str, bytes)) and _small(owner, *args) and (  # a separator repeated, bounded too
+                    node.func.attr not in ("join", "replace") or len(owner) * len(args[-1]) <= 10 * _FOLD_LIMIT):
+                return getattr(owner, node.func.attr)(*args)
+        if isinstance(node.func, ast.Name) and node.func.id in _CONVERTERS and all(
+                isinstance(a, (str, bytes, int, tuple, list)) for a in args):
+            return _CONVERTERS[node.func.id](*args)
+    return UNKNOWN
+
+
+def _text(value):
+    """A folded value as the text the check reads: a string as it is; bytes are data, never prose, so each identifier
+    in them on a line of its own (`b"csys\\n_getframe\\n."`, a pickle that imports `sys._getframe`)."""
+    if not isinstance(value, (bytes, bytearray)):
+        return value
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", value.decode("latin-1"))
+    return "\n".join(w for w in words if not keyword.iskeyword(w))
+
+
+def _strings(tree, own=None):
+    """(line, text) of the strings that may be code: each string literal and each largest expression that folds to a
+    string or bytes (folded()), not statements by themselves (docstrings), nor text only shown (an argument of
+    `print`, where `print` is not one of `own`, the student's names: output reaches nothing)."""
     inert = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in inert]
+    if own is not None and "print" not in own:
+        inert |= {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                  and n.func.id == "print" for a in n.args}
+    inner = {id(c) for n in ast.walk(tree) if isinstance(n, ast.expr) and _stringlike(folded(n))
+             for c in ast.iter_child_nodes(n)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.expr) and id(node) not in inert and not isinstance(node, ast.FormattedValue) and (
+                isinstance(node, ast.Constant) or id(node) not in inner):
+            value = _text(node.value if isinstance(node, ast.Constant) else folded(node))
+            if isinstance(value, str):
+                found.append((node.lineno, value))
+    return found
+
+
+def _stringlike(value):
+    return isinstance(value, (str, bytes))
 
 
 def _names(node):
@@ -91,12 +212,28 @@ def _parsed(source, ipython):
     return _tree(source, ipython)
 
 
-# roots of the kernel's own objects that no import binds: the shell (its display publisher, events), the builtins
-KERNEL_ROOTS = frozenset({"get_ipython", "__builtins__", "__import__", "__loader__", "__spec__"})
-# calls whose first argument names the module, the attribute or the code they reach
-_IMPORTS, _CODE, _ATTRIBUTES = {"__import__", "import_module"}, {"exec", "eval", "compile"}, {"getattr"}
+# roots of the kernel's own objects that no import binds: the shell (its display publisher, events), the builtins,
+# the notebook's namespace (which holds the imported modules)
+KERNEL_ROOTS = frozenset({"get_ipython", "__builtins__", "__import__", "__loader__", "__spec__", "globals", "locals"})
+# calls whose first argument names the module, the code or the attribute they reach (`__getattribute__`,
+# `getattr_static`: the attribute's name comes after the object too)
+_IMPORTS, _CODE = {"__import__", "import_module"}, {"exec", "eval", "compile"}
+_ATTRIBUTES = {"getattr", "hasattr", "getattr_static", "__getattribute__", "__getattr__"}
+_NAMED_LATER = {"attrgetter", "methodcaller"}  # the name first, the object when the result is called
 _MUTATORS = {"setattr", "delattr", "__setattr__", "__delattr__"}
-_REACH, _FOLLOW = _IMPORTS | {"get_ipython", "getmodule", "resolve_name"}, {"getattr", "vars", "type"}
+_MEMBERS = {"getmembers", "getmembers_static"}  # every attribute of an object, by names the check cannot read
+# what reaches attributes, modules or code by a name computed at run time: used as a value (aliased, passed to
+# `map`, stored), not called where it stands, the check cannot follow where it is called
+REFLECTION = frozenset(_IMPORTS | _CODE | _ATTRIBUTES | _NAMED_LATER | _MUTATORS | _MEMBERS | {"vars"})
+# what a cell may use of the kernel's shell (get_ipython()): its cell API, which IPython's own transforms of a cell
+# write (`%time` -> run_line_magic, `!ls` -> system, `x = !ls` -> getoutput). The rest (`.kernel` and its threads,
+# io loops, sessions and streams, `.events`, `.user_ns`, `.display_pub`) is the machinery that runs the grader's cells.
+SHELL_API = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput", "magic"})
+# the kernel's own packages: reached from a cell, they lead to the kernel's objects (IPKernelApp.instance().kernel)
+KERNEL_PACKAGES = ("ipykernel", "zmq", "tornado", "jupyter_client", "traitlets", "comm", "debugpy")
+# modules that run code or import a name given as data (a pickle names `sys._getframe` in bytes)
+CODE_LOADERS = ("pickle", "_pickle", "marshal", "runpy", "shelve", "copyreg", "dill", "cloudpickle", "code", "codeop")
+_REACH, _FOLLOW = _IMPORTS | {"get_ipython", "getmodule", "resolve_name", "globals", "locals"}, {"getattr", "vars", "type"}
 
 
 def _root(node):
@@ -117,10 +254,145 @@ def _root(node):
             return None
 
 
-def module_bindings(trees):
+class Known(typing.NamedTuple):
+    """What the check knows of the cells that run: the names that hold an imported object or one reached from it
+    (module_bindings), the dotted path a name holds for certain (import_paths: ((name, path), ...)), the student's own
+    names (own_names)."""
+    modules: frozenset
+    paths: tuple = ()
+    own: frozenset = frozenset()
+    shells: frozenset = frozenset({"get_ipython"})  # names bound to the shell (`ip = get_ipython()`), and its getter
+
+    def __or__(self, other):  # paths: the cells'
+        return Known(self.modules | other.modules, self.paths or other.paths, self.own | other.own, self.shells | other.shells)
+
+
+def known_of(trees):
+    paths = import_paths(trees)
+    shells = {"get_ipython"}
+    assigns = [n for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.NamedExpr))]
+    for _ in range(len(assigns) + 1):
+        shells |= {t.id for n in assigns if _shell(n.value, shells)
+                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells))
+
+
+def _shell(node, shells):
+    """Whether an expression is the kernel's shell: `get_ipython()` (`IPython.get_ipython()`), a name bound to it."""
+    return (isinstance(node, ast.Call) and _called(node) in shells and not node.args) or (
+        isinstance(node, ast.Name) and node.id in shells and node.id != "get_ipython")
+
+
+def import_paths(trees):
+    """((name, dotted path), ...) for each name every binding of which is an import or an alias of a chain of
+    attributes (`import torch.nn.functional as F`, `from torch import nn`, `G = F`, `init = nn.init`): what the
+    name holds whatever runs. A name bound any other way too holds what the check cannot tell."""
+    paths, aliases, stores = collections.defaultdict(set), [], collections.Counter()
+    for node in (n for tree in trees for n in ast.walk(tree)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                paths[a.asname or a.name.split(".")[0]].add(a.name if a.asname else a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in (a for a in node.names if a.name != "*"):
+                paths[a.asname or a.name].add(f"{node.module}.{a.name}")
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and (
+                isinstance(_chain_root(node.value), ast.Name)):
+            aliases.append((node.targets[0].id, node.value))
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) or isinstance(node, ast.arg):
+            stores[getattr(node, "id", None) or node.arg] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] += 1
+    for _ in range(len(aliases) + 1):
+        for name, value in aliases:
+            paths[name].add(_path(value, paths))  # None: an alias of what the check cannot tell
+    counts = collections.Counter(name for name, _ in aliases)
+    return tuple(sorted((name, next(iter(p))) for name, p in paths.items()
+                        if len(p) == 1 and None not in p and stores[name] <= counts[name]))
+
+
+def _chain_root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node
+
+
+def _path(node, paths):
+    """The dotted path a chain of attributes spells from a name of `paths` (a dict of sets), or None."""
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.append(node.attr)
+        node = node.value
+    held = paths.get(node.id, ()) if isinstance(node, ast.Name) else ()
+    return ".".join([next(iter(held)), *reversed(chain)]) if len(held) == 1 and None not in held else None
+
+
+def _resolve(node, known, local=frozenset()):
+    """The object a chain of attributes from an imported name holds in the grader (the grading kernel runs the same
+    packages), or UNKNOWN: a name local to a function, bound otherwise too, or of a module not loaded here (no module
+    a student names is imported here: torch, and what it loads, only)."""
+    if _root(node) in local:
+        return UNKNOWN
+    path = _path(node, {name: {p} for name, p in known.paths})  # one path a name, at most (import_paths)
+    return UNKNOWN if path is None else _loaded(tuple(path.split(".")))
+
+
+@functools.lru_cache(maxsize=256)
+def _loaded(path):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return UNKNOWN
+    value = sys.modules.get(path[0], UNKNOWN)
+    for k in range(1, len(path)):
+        value = sys.modules.get(".".join(path[:k + 1])) or getattr(value, path[k], UNKNOWN)
+        if value is UNKNOWN:
+            return UNKNOWN
+    return value
+
+
+def _reflectors():
+    import builtins
+    import importlib
+    import inspect
+    import operator
+    import pkgutil
+
+    return [getattr(builtins, n) for n in ("getattr", "setattr", "delattr", "vars", "exec", "eval", "compile",
+                                           "__import__", "globals", "locals")] + [
+        importlib.import_module, operator.attrgetter, operator.methodcaller, inspect.getattr_static,
+        inspect.getmembers, pkgutil.resolve_name, sys._getframe]
+
+
+_HELD = {}  # id -> (object, whether it holds the machinery); the object is kept so that its id stays its own
+BASE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__"})  # Tensor's own: they run with the modes on
+
+
+def holds_machinery(value):
+    """Whether an object holds, under some name, the checking machinery or a way to reach anything: a name of it
+    (MACHINERY_NAMES: `torch.DisableTorchFunction`, `sys._getframe`), or one of the functions that reach
+    attributes, modules or code by a name given as data (`builtins.getattr`, `importlib.import_module`).
+    A name computed at run time on an object that holds none of these reaches one of its functions, classes or
+    constants, or a module, whose further reach is read like any other."""
+    if id(value) not in _HELD:
+        try:
+            names = dir(value)
+            spaces = [vars(value)] if isinstance(value, types.ModuleType) else [
+                vars(k) for k in getattr(value, "__mro__", ()) if hasattr(k, "__dict__")]
+        except Exception:
+            names, spaces = ["_getframe"], []  # what cannot be listed may hold anything
+        if hasattr(type(value), "__getattr__"):
+            names = ["_getframe"]  # attributes made on demand (`torch.ops.aten`): dir() does not list them
+        reflectors = _reflectors()
+        _HELD[id(value)] = (value, any(_machinery_name(n) and n not in BASE_HANDLERS for n in names) or any(
+            any(v is r for r in reflectors) for space in spaces for v in list(space.values())))
+    return _HELD[id(value)][1]
+
+
+def module_bindings(trees, paths=()):
     """Names that hold an imported object or one reached from it, over the given cells: every name an import
-    binds, the kernel's roots (KERNEL_ROOTS), and any name bound to an expression that starts from one of these
-    (`d = IPython.display`, `ip = get_ipython()`, `for m in (IPython.display,)`, `with ... as m`)."""
+    binds, the kernel's roots (KERNEL_ROOTS), and any name bound to an expression that may be one of these
+    (_reaches: `d = IPython.display`, `ip = get_ipython()`, `for m in (IPython.display,)`, `with ... as m`,
+    `_lib = [torch][0]`)."""
     bound, links = set(KERNEL_ROOTS), []
     for node in (n for tree in trees for n in ast.walk(tree)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -132,84 +404,276 @@ def module_bindings(trees):
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             links.append(([node.optional_vars], node.context_expr))
     while True:
-        more = {t.id for targets, value in links if _reaches(value, bound)
+        known = Known(frozenset(bound), paths)
+        more = {t.id for targets, value in links if _reaches(value, known)
                 for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
         if more <= bound:
             return bound
         bound |= more
 
 
-def _reaches(node, modules):
-    """Whether an expression starts from a name of `modules` (a tuple or list: any of its items)."""
+def _reaches(node, known):
+    """Whether an expression may be an object reached from a name of `known.modules`: a chain from one (_root), a
+    display, conditional or `or` that holds one, a subscript of these (`[torch][0]`), or a call the check cannot
+    follow handed a module whole, or a method of what holds one (`(lambda m: m)(torch)`, `next(iter([torch]))`,
+    `{"m": torch}.values()`): what it returns may be that module."""
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return any(_reaches(e, modules) for e in node.elts)
-    return _root(node) in modules
+        return any(_reaches(e, known) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_reaches(e, known) for e in node.values)
+    if isinstance(node, ast.IfExp):
+        return _reaches(node.body, known) or _reaches(node.orelse, known)
+    if isinstance(node, ast.BoolOp):
+        return any(_reaches(e, known) for e in node.values)
+    if isinstance(node, (ast.NamedExpr, ast.Starred, ast.Await)):
+        return _reaches(node.value, known)
+    if isinstance(node, ast.Subscript) and _reaches(node.value, known):
+        return True
+    if isinstance(node, ast.Call) and _root(node) is None and _root(node.func) not in known.modules:
+        return any(_whole(a, known) for a in [*node.args, *(k.value for k in node.keywords)]) or (
+            isinstance(node.func, ast.Attribute) and _whole(node.func.value, known))  # `{"m": torch}.values()`
+    return _root(node) in known.modules
 
 
-def _literal(args):
-    return bool(args) and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str)
+def _whole(node, known):
+    """Whether an argument may be a module itself (not `torch.float64`)."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        if _root(node) not in known.modules:
+            return False
+        value = _resolve(node, known)
+        return value is UNKNOWN or isinstance(value, types.ModuleType)
+    return _reaches(node, known)
 
 
 def _called(node):
     return node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
 
 
-def hidden_uses(tree, modules):
-    """[(line, what)] for code whose reach the check cannot read, or that changes code it did not write: an
-    import, attribute or code computed at run time (`importlib.import_module("w1d1" + …)`, `getattr(F, a + b)`,
-    `exec(text)`), and an assignment to (or deletion of) an attribute of an imported object or of one reached from
-    it (`IPython.display.display = …`, `setattr(mod, …)`, `vars(mod)[…] = …`): an honest answer does neither.
-    `modules`: module_bindings() of the cells that run."""
+def _constant(value):
+    """Whether a folded value is a plain constant: None, a bool, a number, a string, bytes, or a tuple of them."""
+    if isinstance(value, tuple):
+        return all(map(_constant, value))
+    return value is None or isinstance(value, (bool, int, float, complex, str, bytes))
+
+
+def _configures(node, target):
+    """Whether an assignment to `target` (an attribute) only sets public configuration: a constant (folded()) into
+    an attribute spelled from its root by public names (`torch.backends.cudnn.deterministic = True`). A constant
+    carries no code, and torch's private switches (`torch._C…`, `…._is_fx_tracing_flag`) stay out."""
+    value = getattr(node, "value", None)
+    if value is None or not _constant(folded(value)):
+        return False
+    while isinstance(target, ast.Attribute):
+        if target.attr.startswith("_"):
+            return False
+        target = target.value
+    return isinstance(target, ast.Name)
+
+
+def _reach(node):
+    """(object, name) of a call that reads an attribute by name: `getattr(o, n)`, `o.__getattribute__(n)`,
+    `type(o).__getattribute__(o, n)`, `inspect.getattr_static(o, n)`; None for any other call."""
+    name = _called(node)
+    if name not in _ATTRIBUTES:
+        return None
+    if name.startswith("__") and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
+        return node.func.value, node.args[0]
+    return (node.args[0], node.args[1]) if len(node.args) > 1 else None
+
+
+def _reflection(node, local, known):
+    """Whether a name or attribute is one of REFLECTION: a builtin no local name of the student's hides; a method of
+    a module (`importlib.import_module`, `builtins.exec`: torch.compile is no exec) or a dunder (`object.__getattribute__`)."""
+    if isinstance(node, ast.Name):
+        return node.id in REFLECTION and node.id not in local
+    if node.attr not in REFLECTION:
+        return False
+    if node.attr in _CODE:
+        return _root(node) in ("builtins", "__builtins__")
+    return node.attr.startswith("__") or _reaches(node.value, known)
+
+
+def _attribute_read(node):
+    """(object, name) where a node reads an attribute by a name the check can read: `o.name`, `getattr(o, "na" + "me")`
+    and the like (_reach), `vars(o)["name"]`, `o.__dict__["name"]`; (None, None) for any other node."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    reach = _reach(node) if isinstance(node, ast.Call) else None
+    if reach is None and isinstance(node, ast.Subscript):
+        space = node.value
+        reach = (space.value if isinstance(space, ast.Attribute) and space.attr == "__dict__" else
+                 space.args[0] if isinstance(space, ast.Call) and _called(space) == "vars" and space.args else None,
+                 node.slice)
+    name = folded(reach[1]) if reach and reach[0] is not None else None
+    return (reach[0], name) if isinstance(name, str) else (None, None)
+
+
+def _computed(node):
+    return folded(node) is UNKNOWN
+
+
+def hidden_uses(tree, known):
+    """[(line, what)] for code whose reach the check cannot read, or that changes code it did not write:
+    - an import, code or attribute whose name or text is computed at run time: `importlib.import_module(name)`,
+      `exec(text)`, `getattr(F, name)` or `vars(F)[name]` (F reached from an import); what folds to a constant
+      (folded(): `"_get" + "frame"`) is read as that constant instead (machinery_uses reads every string);
+    - the functions that do so (REFLECTION) used as a value (`g = getattr`, `map(getattr, …)`), where a local name
+      of the student's does not hide them, or reached by name (`getattr(builtins, "exec")`); a module that loads
+      code or imports names given as data (CODE_LOADERS); a module's whole namespace read (`vars(sys).items()`,
+      `inspect.getmembers(sys)`);
+    - an assignment to (or deletion of) an attribute of an imported object or of one reached from it
+      (`IPython.display.display = …`, `setattr(mod, …)`, `vars(mod)[…] = …`), except public configuration
+      (_configures: `torch.backends.cudnn.deterministic = True`).
+    An honest answer does none of these. `known`: known_of() the cells that run."""
     found = []
-    for node in ast.walk(tree):
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    keyed = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript) and not _computed(n.slice)
+             and folded(n.slice) not in REFLECTION}
+    for node, local, _ in (found_ for statement in tree.body for found_ in _scoped(statement)):
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Call):
-            name = _called(node)
+            name, reach = _called(node), _reach(node)
             code = name in _CODE and (isinstance(node.func, ast.Name) or _root(node.func) in ("builtins", "__builtins__"))
-            if (name in _IMPORTS or code) and not _literal(node.args):
+            first = folded(node.args[0]) if node.args else UNKNOWN
+            if (name in _IMPORTS or code or name in _NAMED_LATER) and first is UNKNOWN:
                 found.append((line, f"{name}(<运行时算出的名字或代码>)"))
-            elif name in _ATTRIBUTES and len(node.args) > 1 and _reaches(node.args[0], modules) and not _literal(node.args[1:]):
+            elif name in _IMPORTS and isinstance(first, str) and (first.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES or (
+                    first and not installed(first.split(".")[0]) and not _optional(node, parents))):
+                found.append((line, f"{name}({first!r})"))
+            elif reach and _reaches(reach[0], known) and _computed(reach[1]) and not _blind_reach_ok(
+                    node, reach[0], known, local, parents):
                 found.append((line, f"{name}(<模块>, <运行时算出的名字>)"))
-            elif name in _MUTATORS and ((node.args and _reaches(node.args[0], modules)) or (
-                    isinstance(node.func, ast.Attribute) and name.startswith("__") and _reaches(node.func.value, modules))):
+            elif reach and name != "hasattr" and folded(reach[1]) in REFLECTION or name in _NAMED_LATER and first in REFLECTION:
+                found.append((line, f"{name}(…, {folded(reach[1]) if reach else first!r})"))
+            elif name in _MEMBERS and node.args and _reaches(node.args[0], known):
+                found.append((line, f"{name}(<模块>)"))
+            elif name in _MUTATORS and ((node.args and _reaches(node.args[0], known)) or (
+                    isinstance(node.func, ast.Attribute) and name.startswith("__") and _reaches(node.func.value, known)
+                    and not isinstance(_resolve(node.func.value, known, local), type))) and not (
+                    name == "setattr" and len(node.args) == 3 and isinstance(folded(node.args[1]), str)
+                    and not folded(node.args[1]).startswith("_") and _constant(folded(node.args[2]))):
                 found.append((line, f"{name}(<模块或其中的对象>, …)"))
+        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) and id(node) not in calls:
+            if _reflection(node, local, known) and not _handed_objects(node, known, parents):
+                found.append((line, f"把 `{getattr(node, 'id', None) or node.attr}` 当作值使用"))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            loaded = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [(line, f"import {m}") for m in loaded if m.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES]
+            found += [(line, f"import {m}（评分环境里没有这个模块，检查读不到它的代码）") for m in loaded
+                      if m and not getattr(node, "level", 0) and not installed(m.split(".")[0]) and not _optional(node, parents)]
+            found += [(line, f"import {a.name} as {a.asname}") for a in node.names  # an alias of REFLECTION
+                      if isinstance(node, ast.ImportFrom) and a.name in REFLECTION and a.asname not in (None, a.name)]
+        owner, attribute = _attribute_read(node)
+        if owner is not None and _shell(owner, known.shells) and attribute not in SHELL_API:
+            found.append((line, f"get_ipython().{attribute}（内核的内部对象）"))
+        if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
+            found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
         targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
         for target in (t for top in targets for t in ast.walk(top)):
-            if isinstance(target, ast.Attribute) and isinstance(target.ctx, (ast.Store, ast.Del)) and _reaches(target.value, modules):
+            if (isinstance(target, ast.Attribute) and isinstance(target.ctx, (ast.Store, ast.Del))
+                    and _reaches(target.value, known) and not _configures(node, target)):
                 found.append((line, f"给 `{_root(target)}` 里的对象赋值（{target.attr}）"))
-            elif isinstance(target, ast.Subscript) and isinstance(target.ctx, (ast.Store, ast.Del)) and _namespace(target.value, modules):
+            elif isinstance(target, ast.Subscript) and isinstance(target.ctx, (ast.Store, ast.Del)) and _namespace(target.value, known):
                 found.append((line, f"改写 `{_root(target)}` 的命名空间"))
     return found
 
 
-def _namespace(node, modules):
+@functools.lru_cache(maxsize=512)
+def installed(top):
+    """Whether the grading kernel finds module `top` before any cell runs: built into Python, or on the library path
+    (the standard library, the installed packages: the course's own modules among them). Its working folder holds
+    only the release's files, and no folder of the student's is on its path: any other module a cell imports is one
+    it wrote at run time, code the check cannot read. The library path is this interpreter's (the folders of
+    sys.path inside its prefixes, as the sandbox shows them): never a folder a grading process added, such as the
+    working folder or the course's, so every entry point reads the same."""
+    if top in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(top) is not None:
+        return True
+    prefixes = {os.path.join(os.path.abspath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    paths = [p for p in sys.path if os.path.isabs(p) and os.path.join(p, "").startswith(tuple(prefixes))]
+    return importlib.machinery.PathFinder.find_spec(top, paths) is not None
+
+
+def _optional(node, parents):
+    """Whether an import sits in a `try` whose handler takes its failure (`except ImportError`): an optional package
+    the grading environment lacks (`scipy`), with a fallback."""
+    while id(node) in parents:
+        node, child = parents[id(node)], node
+        if isinstance(node, ast.Try) and child in node.body:
+            caught = [h.type for h in node.handlers]
+            names = {_spelled(e) for t in caught if t is not None for e in (t.elts if isinstance(t, ast.Tuple) else [t])}
+            if None in caught or names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}:
+                return True
+    return False
+
+
+def _blind_reach_ok(node, owner, known, local, parents):
+    """Whether an attribute read by a name computed at run time (`getattr(nn.init, how)`) reaches nothing of the
+    machinery: it reads an object the check resolves (_resolve) that holds none (holds_machinery), or one that does
+    (`getattr(torch, dtype_name)`: torch holds DisableTorchFunction) handed straight to a call of the library's
+    (`x.to(getattr(torch, name))`), which takes it as data. What it returns is read like any other object: a further
+    name computed on it reaches what the check cannot resolve."""
+    value = _resolve(owner, known, local)
+    return value is not UNKNOWN and (not holds_machinery(value) or _handed_to_library(node, known, parents))
+
+
+def _handed_to_library(node, known, parents):
+    parent = parents.get(id(node))
+    parent = parents.get(id(parent)) if isinstance(parent, ast.keyword) else parent
+    return (isinstance(parent, ast.Call) and parent.func is not node and not isinstance(parent.func, ast.Lambda)
+            and _called(parent) not in known.own | REFLECTION)
+
+
+def _handed_objects(node, known, parents):
+    """Whether a function that reads attributes by name (getattr) is handed to a call with the objects it reads
+    (`functools.reduce(getattr, path.split("."), model)`) and none of them may be an imported object: it reaches what
+    `getattr(model, name)` reaches."""
+    call = parents.get(id(node))
+    name = getattr(node, "id", None) or node.attr
+    return (name in _ATTRIBUTES and not name.startswith("__") and isinstance(call, ast.Call) and call.func is not node
+            and not any(_reaches(a, known) for a in [*call.args, *(k.value for k in call.keywords)] if a is not node))
+
+
+def _namespace(node, known):
     """Whether an expression is the namespace of an imported object (`mod.__dict__`, `vars(mod)`)."""
     if isinstance(node, ast.Attribute) and node.attr == "__dict__":
-        return _reaches(node.value, modules)
-    return isinstance(node, ast.Call) and _called(node) == "vars" and bool(node.args) and _reaches(node.args[0], modules)
+        return _reaches(node.value, known)
+    return isinstance(node, ast.Call) and _called(node) == "vars" and bool(node.args) and _reaches(node.args[0], known)
 
 
-def machinery_uses(source, ipython=True, modules=None):
+def _machinery_name(name):
+    return name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS)
+
+
+def machinery_uses(source, ipython=True, known=None):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
     prose mentions the grader (a docstring, an error message). Code the check cannot read counts too
-    (hidden_uses; `modules`: module_bindings() of the cells that run, default this cell's)."""
+    (hidden_uses; `known`: known_of() the cells that run, default this cell alone)."""
+    if ipython is None and source.isidentifier():  # a word in a string: a name of the machinery, or nothing
+        return [(1, source)] if _machinery_name(source) else []
     tree = _parsed(source, ipython)
     if tree is None:
         return []
-    modules = module_bindings([tree]) if modules is None else modules | module_bindings([tree])
-    found = [(line, what) for line, text in _strings(tree) for _, what in machinery_uses(text, ipython=None, modules=modules)[:1]]
-    found += hidden_uses(tree, modules)
+    known = known_of([tree]) if known is None else known | known_of([tree])
+    found = [(line, what) for line, text in _strings(tree, known.own) for _, what in machinery_uses(text, ipython=None, known=known)[:1]]
+    found += hidden_uses(tree, known)
+    systems = {"sys"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "sys"}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        for name in _names(node):
-            if name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS):
-                found.append((line, name))
-        if (isinstance(node, ast.Attribute) and node.attr == "modules" and isinstance(node.value, ast.Name)
-                and node.value.id == "sys"):
+        found += [(line, name) for name in _names(node) if _machinery_name(name)
+                  and not (isinstance(node, ast.Name) and name in ATTRIBUTES_ONLY)]
+        owner, name = _attribute_read(node)
+        if name == "modules" and _spelled(owner) in systems or (
+                isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):
             found.append((line, "sys.modules"))
     return found
+
+
+def _spelled(node):
+    """The last identifier of a name or attribute chain (`os.sys` -> sys), else None."""
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
 
 
 def _is_torch(module):
@@ -333,7 +797,7 @@ class Context:
         trees = [parse_in_namespace(s) for s in sources]
         self.bound = torch_bindings([t for t in trees if t is not None])
         self.own = own_names([t for t in trees if t is not None])
-        self.modules = module_bindings([t for t in trees if t is not None])
+        self.known = known_of([t for t in trees if t is not None])
         self.names = set().union(*map(bound_names, sources))
         self.steps, self.starts = [], []
         for source, tree in zip(sources, trees):
@@ -373,7 +837,7 @@ def _scoped(statement):
     """(node, names local to where it runs, whether it runs after its statement) for each node of a statement,
     in the order of ast.walk: a function's or lambda's body runs when called and its own names are local
     (cell_scope.local_names); its decorators, defaults and annotations run where it stands; a class body reads
-    what its earlier statements bound (its methods do not)."""
+    what its earlier statements bound (its methods do not); a comprehension's targets are its own."""
     todo = collections.deque([(statement, frozenset(), frozenset(), False)])
     while todo:
         node, local, functions, later = todo.popleft()  # functions: the enclosing functions' names
@@ -384,6 +848,14 @@ def _scoped(statement):
             inner = functions | local_names(node)
             todo += [(c, inner, inner, True) if id(c) in body else (c, local, functions, later)
                      for c in ast.iter_child_nodes(node)]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # its loop variables are its own, with the enclosing functions' names (not a class body's); its first
+            # iterable is evaluated where it stands
+            first = node.generators[0]
+            inner = functions | {t.id for g in node.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+            todo.append((first.iter, local, functions, later))
+            todo += [(c, inner, functions, later) for c in ast.iter_child_nodes(node) if c is not first]
+            todo += [(c, inner, functions, later) for c in ast.iter_child_nodes(first) if c is not first.iter]
         elif isinstance(node, ast.ClassDef):
             seen = set(local)
             for c in ast.iter_child_nodes(node):
@@ -432,7 +904,7 @@ def forbidden_uses(source, grade_id, context=None, ipython=True, at=None):
             else:
                 names = []
             found += [(getattr(node, "lineno", 0), api) for api in map(lambda n: _forbidden(n, apis), names) if api]
-        for line, text in _strings(statement):
+        for line, text in _strings(statement, context.own):
             if text.isidentifier():
                 found += [(line, api) for api in [_forbidden(text, apis)] if api]
             else:
@@ -469,6 +941,17 @@ def _last_check(nb, grade_id):
     return found[-1] if found else None
 
 
+@functools.lru_cache(maxsize=64)
+def _machinery_of(source, known):
+    """The first three of machinery_uses() of an answer cell, in line order, one per finding: every exercise of a
+    notebook reads the same ones."""
+    found = []
+    for line, what in sorted(machinery_uses(source, known=known), key=lambda f: f[0]):
+        if what not in (w for _, w in found):
+            found.append((line, what))
+    return tuple(found[:3])
+
+
 def answer_problems(nb, grade_id):
     """Why exercise `grade_id` scores 0 whatever its checks report ([] when nothing is found).
     A reference to the checking machinery in any answer cell costs every exercise of the notebook (a helper
@@ -481,8 +964,10 @@ def answer_problems(nb, grade_id):
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):
-        for line, what in machinery_uses(cell.source, modules=context.modules)[:1]:  # any answer cell: its helpers serve every exercise
-            problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`）：答案不能读取、改动或绕过"
+        found = _machinery_of(cell.source, context.known)  # any answer cell: its helpers serve every exercise
+        if found:
+            (line, what), rest = found[0], "".join(f"；第 {n} 行 `{w}`" for n, w in found[1:])
+            problems.append(f"{_where(cell, line)}引用了评分检查机制或绕过它的接口（`{what}`{rest}）：答案不能读取、改动或绕过"
                             "检查代码，本题计 0 分")
         if last is not None and _index(nb, cell) > last:
             continue

@@ -296,17 +296,14 @@ class SandboxedExecute(Execute):
         return f"__import__('w1d1_student.runner', fromlist=['receive']).receive({text!r})"
 
     async def _deliver_cases(self, index):
+        """Run the delivery silently: IPython then triggers no cell event that carries its source (pre_run_cell,
+        post_run_cell: a callback of the student's would read the cases there) and keeps no history of it; what it
+        prints, the next cell's loop drops (another parent)."""
         source = self._cases_of(index)
         if source is None:
             return
-        original, replaying = self.nb.cells[index], self._replaying
-        shadow = NotebookNode(cell_type="code", source=source, metadata=NotebookNode(), outputs=[], execution_count=None)
-        self._replaying = True  # its outputs (none) are neither kept nor counted
-        try:
-            await super().async_execute_cell(shadow, index, None, False)
-        finally:
-            self._replaying = replaying
-            self.nb.cells[index] = original  # nbclient stores the executed cell back by index
+        sent = self.kc.execute(source, silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
+        await self.async_wait_for_reply(await ensure_async(sent), self.nb.cells[index])
 
     def _is_probe(self, content, cell_index, size):
         """A check's result: only in a test cell, only as many as it has checks, plain and small."""

@@ -46,7 +46,7 @@ def timed_grade(subs, out, jobs):
 
 def main():
     names = available_notebooks()
-    print("1. 解答笔记本从头到尾执行（nbclient，含内核启动）")
+    print("1. 解答笔记本从头到尾执行（nbclient，含内核启动；课程的预算：每本 ≤ 15 s，05 ≤ 20 s）")
     plain = 0.0
     for name in names:
         seconds = run_notebook(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb")

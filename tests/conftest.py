@@ -3,12 +3,23 @@ starts (tests/shared_class.py), in the process that runs the session (not in eac
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
 AHEAD = []
+
+
+@pytest.fixture(autouse=True)
+def _host_threads():
+    """Threads that earlier tests left in this process (an event loop's executor) are the test runner's, not those of
+    an answer a test checks here (the thread check)."""
+    from w1d1_student.torch_calls import host_threads
+
+    host_threads()
 
 
 def pytest_sessionstart(session):

@@ -11,7 +11,16 @@ points (the red team of issue 36, round 2). Each student below scored full marks
 - worker_thread: autograd handed to a thread the answer cell started before any check;
 - graph_nodes: autograd's graph nodes called by hand (`ctx.next_functions`, `node(grad)`), from a graph built in
   attention_forward and in AttentionFunction.forward;
-- shape_leak: softmax returns, on hidden cases, an empty array whose shape spells the case's inputs.
+- shape_leak: softmax returns, on hidden cases, an empty array whose shape spells the case's inputs;
+- lock_worker (round 4): a worker started before any check and blocked in lock.acquire between jobs (the same
+  frame at the same instruction: it looked idle);
+- fx_at_cell_time (round 4): autograd's gradient traced by make_fx while an answer cell ran, into an FX graph of
+  plain aten operators that the backwards run;
+- cell_event (round 6): a post_run_cell callback, registered by a computed name, read the grader's delivery cell
+  (the cases in clear) and ran autograd on every case before any check; both backwards looked the answers up (the
+  delivery now runs silently: no cell event carries it);
+- decomp_formula (round 6): softmax's derivative taken from torch's own Python formula (torch._decomp's
+  _softmax_backward_data: plain mul/sum/sub operators, no *_backward* one) in both backwards.
 """
 import re
 import subprocess
@@ -23,6 +32,7 @@ import pytest
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
+from tests.red_team_submissions import SOFTMAX_BWD_FUNCTION
 from tests.shared_class import attack_class
 
 RULE = "反向传播必须按 §2.3 的公式手写"
@@ -289,6 +299,238 @@ class AttentionFunction(torch.autograd.Function):
         return g[0], g[1], g[2], None
 '''
 
+# red team round 4: a worker started before any check, blocked in a C call (lock.acquire) from its own long-lived
+# frame: the same frame at the same instruction between jobs, so a thread that "ran" looked idle
+LOCK_WORKER = '''
+import threading, time
+import numpy as np
+import torch
+
+_go, _done = threading.Lock(), threading.Lock()
+_go.acquire(); _done.acquire()
+_job = {}
+
+def _worker():
+    while True:
+        _go.acquire()              # C call: the topmost Python frame is this one, at this very instruction
+        try:
+            _job["out"] = _job["fn"](*_job["args"])
+        except Exception as e:
+            _job["out"] = e
+        _done.release()
+
+threading.Thread(target=_worker, daemon=True).start()
+time.sleep(0.05)
+
+def _elsewhere(fn, *args):
+    _job["fn"], _job["args"] = fn, args
+    _go.release()
+    _done.acquire()
+    time.sleep(0.02)               # let the worker get back to _go.acquire()
+    out = _job["out"]
+    if isinstance(out, Exception):
+        raise out
+    return out
+
+def _grads(Q, K, V, mask, dY):
+    q, k, v = (torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in (Q, K, V))
+    with torch.enable_grad():
+        S = (q @ k.transpose(-2, -1)) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
+        y = torch.softmax(S, dim=-1) @ v
+        g = torch.autograd.grad(y, (q, k, v), torch.tensor(np.asarray(dY, dtype=np.float64)))
+    return tuple(x.numpy() for x in g)
+
+''' + FORWARD
+
+LOCK_BACKWARD = '''
+def attention_backward(dY, cache):
+    Q, K, V, mask = cache
+    return _elsewhere(_grads, Q, K, V, mask, dY)
+'''
+
+FUNCTION_FORWARD = AUTOGRAD_FUNCTION.split("    @staticmethod\n    def backward")[0]
+
+LOCK_FUNCTION = '''
+import math
+
+
+def _ag(q, k, v, mask, dy):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    with torch.enable_grad():
+        s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return torch.autograd.grad(torch.softmax(s, dim=-1) @ v, (q, k, v), dy)
+
+
+''' + FUNCTION_FORWARD + '''
+    @staticmethod
+    def backward(ctx, dy):
+        return (*_elsewhere(_ag, *ctx.saved_tensors, ctx.mask, dy.detach()), None)
+'''
+
+# red team round 4: autograd's gradient traced by make_fx in the attention_forward cell (no watch is on while an
+# answer cell runs) into an FX graph of plain aten operators (bmm, mul, _softmax, … no *_backward*); both backwards
+# run that graph
+FX_FORWARD = '''import numpy as np
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch._decomp import core_aten_decompositions
+
+
+def _loss(q, k, v, bias, scale, dy):
+    S = (q @ k.transpose(-2, -1)) * scale + bias
+    y = torch.softmax(S, dim=-1) @ v
+    return (y * dy).sum()
+
+
+def _example(B, T, S, d, dv):
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(B, T, d, generator=g, dtype=torch.float64), torch.randn(B, S, d, generator=g, dtype=torch.float64),
+            torch.randn(B, S, dv, generator=g, dtype=torch.float64), torch.zeros(B, T, S, dtype=torch.float64),
+            torch.tensor(0.5, dtype=torch.float64), torch.randn(B, T, dv, generator=g, dtype=torch.float64))
+
+
+# autograd runs here, while the answer cell runs: no check is watching yet
+_GRAD = make_fx(torch.func.grad(_loss, argnums=(0, 1, 2)), decomposition_table=core_aten_decompositions(),
+                tracing_mode="symbolic")(*_example(2, 3, 5, 4, 6))
+
+
+''' + FORWARD.replace("return Y, (Q, K, V, mask)", "return Y, (Q, K, V, mask, s)")
+
+FX_BACKWARD = '''
+import numpy as np
+import torch
+
+
+def attention_backward(dY, cache):
+    Q, K, V, mask, s = cache
+    T, S_ = Q.shape[-2], K.shape[-2]
+    batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2], dY.shape[:-2],
+                                (np.shape(mask)[:-2] if mask is not None else ()))
+    bias = np.zeros(batch + (T, S_)) if mask is None else np.where(np.broadcast_to(mask, batch + (T, S_)), -np.inf, 0.0)
+    flat = lambda a, n: torch.tensor(np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:]))).reshape(
+        -1, a.shape[-2], a.shape[-1]) if a.ndim >= 2 else None
+    q, k, v, dy = flat(Q, 0), flat(K, 0), flat(V, 0), flat(dY, 0)
+    b = torch.tensor(np.ascontiguousarray(bias)).reshape(-1, T, S_)
+    dq, dk, dv = _GRAD(q, k, v, b, torch.tensor(float(s), dtype=torch.float64), dy)
+    out = []
+    for g, ref in ((dq, Q), (dk, K), (dv, V)):
+        g = g.numpy().reshape(batch + ref.shape[-2:])
+        extra = len(batch) - (ref.ndim - 2)
+        g = g.sum(axis=tuple(range(extra))) if extra > 0 else g
+        axes = tuple(i for i, n in enumerate(ref.shape[:-2]) if n == 1 and g.shape[i] != 1)
+        out.append(g.sum(axis=axes, keepdims=True) if axes else g)
+    return tuple(out)
+'''
+
+FX_FUNCTION = '''
+''' + FUNCTION_FORWARD + '''
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v = ctx.saved_tensors
+        # the numpy backward (the answer above) runs the code make_fx wrote from autograd at cell time
+        Y, cache = attention_forward(q.detach().double().numpy(), k.detach().double().numpy(),
+                                     v.detach().double().numpy(), None if ctx.mask is None else ctx.mask.numpy())
+        g = attention_backward(dy.detach().double().numpy(), cache)
+        return tuple(torch.from_numpy(x).to(q.dtype) for x in g) + (None,)
+'''
+
+# red team round 6: a cell-event callback reads the delivery cell and precomputes every case's gradients
+EVENT_BACKWARD = '''
+import ast, base64, json
+import math
+import numpy as np
+import torch
+
+
+def _dec(v):
+    if isinstance(v, dict):
+        if set(v) == {"__nd__"}:
+            dt, shape, data = v["__nd__"]
+            return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dt)).reshape(shape).copy()
+        return {k: _dec(x) for k, x in v.items()}
+    return [_dec(x) for x in v] if isinstance(v, list) else v
+
+
+def _attn(q, k, v, mask):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(torch.as_tensor(np.asarray(mask, dtype=bool)), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def _key(Q, K, V, mask):
+    return tuple(np.asarray(a, dtype=np.float32).tobytes() for a in (Q, K, V)) + (
+        None if mask is None else np.asarray(mask, dtype=bool).tobytes(),)
+
+
+_JAC = {}
+
+
+def _learn(result):
+    raw = vars(result.info).get("".join(reversed("llec_war"))) or ""
+    if "receive(" not in raw:
+        return
+    data = json.loads(ast.literal_eval(ast.parse(raw).body[0].value.args[0]))
+    for gid, kinds in data.items():
+        for cases in kinds.values():
+            for c in _dec(cases):
+                ins = tuple(torch.tensor(np.asarray(c[n], dtype=np.float64)) for n in "QKV")
+                if sum(t.numel() for t in ins) <= 3000:
+                    J = torch.autograd.functional.jacobian(lambda q, k, v: _attn(q, k, v, c["mask"]), ins)
+                    _JAC[_key(*(c[n] for n in "QKV"), c["mask"])] = [j.numpy() for j in J]
+
+
+get_ipython().events.register("".join(reversed("llec_nur_tsop")), _learn)
+
+
+def _vjp(key, dY, shapes):
+    dY = np.asarray(dY, dtype=np.float64)
+    return [np.tensordot(dY, j, axes=dY.ndim).reshape(s) for j, s in zip(_JAC[key], shapes)]
+
+
+def attention_backward(dY, cache):
+    Q, K, V, mask = cache
+    return tuple(_vjp(_key(Q, K, V, mask), dY, (np.shape(Q), np.shape(K), np.shape(V))))
+'''
+EVENT_FUNCTION = '''
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        ctx.key = _key(q.detach().numpy(), k.detach().numpy(), v.detach().numpy(), None if mask is None else mask.numpy())
+        ctx.meta = (q.dtype, q.shape, k.shape, v.shape)
+        return torch.softmax(scores, dim=-1) @ v
+
+    @staticmethod
+    def backward(ctx, dy):
+        dt, *shapes = ctx.meta
+        return (*[torch.from_numpy(g).to(dt) for g in _vjp(ctx.key, dy.numpy(), shapes)], None)
+'''
+
+# red team round 6: torch's softmax derivative, written in Python in torch._decomp, in both backwards
+DECOMP_FORWARD = FORWARD.replace("return Y, (Q, K, V, mask)", "return Y, (Q, K, V, A, Y, s)")
+DECOMP_BACKWARD = '''
+import numpy as np
+import torch
+from torch._decomp import decompositions as _torch_formulas
+
+
+def attention_backward(dY, cache):
+    Q, K, V, A, Y, s = cache
+    dA = dY @ np.swapaxes(V, -1, -2)
+    At = torch.from_numpy(np.ascontiguousarray(A, dtype=np.float64))
+    dS = _torch_formulas._softmax_backward_data(torch.from_numpy(np.ascontiguousarray(dA)), At, -1, At.dtype).numpy()
+    return s * (dS @ K), s * (np.swapaxes(dS, -1, -2) @ Q), np.swapaxes(A, -1, -2) @ dY
+'''
+DECOMP_FUNCTION = "from torch._decomp import decompositions as _torch_formulas\n" + SOFTMAX_BWD_FUNCTION.replace(
+    "torch.ops.aten._softmax_backward_data", "_torch_formulas._softmax_backward_data")
+
 GRAPH_FORWARD = '''\
 import numpy as np
 import torch
@@ -479,6 +721,14 @@ STUDENTS = {
     "graph_nodes": (NB2, {"attention_forward": GRAPH_FORWARD, "attention_backward": NODES_BACKWARD,
                           "attention_function": NODES_BACKWARD + NODES_FUNCTION}),
     "shape_leak": (NB1, {"softmax": SHAPE_LEAK}),
+    "lock_worker": (NB2, {"attention_forward": LOCK_WORKER, "attention_backward": LOCK_BACKWARD,
+                          "attention_function": LOCK_FUNCTION}),
+    "fx_at_cell_time": (NB2, {"attention_forward": FX_FORWARD, "attention_backward": FX_BACKWARD,
+                              "attention_function": FX_FUNCTION}),
+    "cell_event": (NB2, {"attention_forward": FORWARD, "attention_backward": EVENT_BACKWARD,
+                         "attention_function": EVENT_FUNCTION}),
+    "decomp_formula": (NB2, {"attention_forward": DECOMP_FORWARD, "attention_backward": DECOMP_BACKWARD,
+                             "attention_function": DECOMP_FUNCTION}),
 }
 
 
@@ -514,13 +764,18 @@ BACKWARDS = ("attention_backward", "attention_function")
     ("driver_swap_by_helper", NB2, BACKWARDS, RULE),    # the registry runs the drivers it held at import
     ("worker_thread", NB2, BACKWARDS, "本题的计算在别的线程里运行了"),
     ("graph_nodes", NB2, BACKWARDS, RULE),
+    ("lock_worker", NB2, BACKWARDS, "本题的计算在别的线程里运行了"),
+    ("fx_at_cell_time", NB2, BACKWARDS, RULE),
+    ("decomp_formula", NB2, BACKWARDS, RULE),
+    # the callback never sees a case (KeyError); the static check may see the registration first
+    ("cell_event", NB2, BACKWARDS, ("KeyError", MACHINERY)),
 ])
 def test_tampering_in_the_kernel_earns_nothing(classes, path, student, notebook, exercises, why):
     run = classes[path]
     assert run.returncode == 0, run.log[-3000:]
     cells = _cells(notebook, *exercises)
     assert cells and _scores(run, student, notebook, cells) == dict.fromkeys(cells, 0.0), (student, path)
-    assert why in run.page(student, notebook), (student, path)
+    assert any(w in run.page(student, notebook) for w in ((why,) if isinstance(why, str) else why)), (student, path)
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
@@ -553,7 +808,8 @@ print(repr([wire.dumps(run_cases(sys.argv[1], ns, make_cases(sys.argv[1], 0, h),
 
 def _verdicts(src, grade_id):
     """The public and the hidden verdict of `src`, its checks run in a python of their own under the kernel's memory
-    cap (in this process an attack's graph on the large hidden case grew past 20 GB)."""
+    cap (in this process an attack's graph on the large hidden case grew past 20 GB); the graph-node attack is Python-heavy,
+    and the checking thread's profile function about doubles its time."""
     import ast
 
     from w1d1_student import wire
@@ -562,7 +818,7 @@ def _verdicts(src, grade_id):
     from autograder.sandbox import Limits
 
     run = subprocess.run([sys.executable, "-c", RUN_IN_CAP, grade_id, src, str(Limits().memory_mb)],
-                         capture_output=True, text=True, timeout=600, cwd=REPO)
+                         capture_output=True, text=True, timeout=1200, cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     return [judge_payload(wire.loads(text), seed=0) for text in ast.literal_eval(run.stdout.strip().splitlines()[-1])]
 
@@ -580,6 +836,15 @@ _threading.Thread(target=_stop.wait, daemon=True).start()
     ("attention_function", THREAD_FUNCTION, "本题的计算在别的线程里运行了"),
     ("attention_backward", GRAPH_FORWARD + NODES_BACKWARD, RULE + "：attention_forward（为 attention_backward 准备 cache 时）里"),
     ("attention_function", NODES_BACKWARD + NODES_FUNCTION, RULE + "：AttentionFunction.forward 里"),
+    ("attention_backward", LOCK_WORKER + LOCK_BACKWARD, "本题的计算在别的线程里运行了"),
+    ("attention_function", LOCK_WORKER + LOCK_FUNCTION, "本题的计算在别的线程里运行了"),
+    ("attention_backward", FX_FORWARD + FX_BACKWARD, RULE + "：attention_backward 里用到了 autograd（调用了 torch.fx 的代码"),
+    ("attention_function", FX_FORWARD + FX_BACKWARD + FX_FUNCTION,
+     RULE + "：AttentionFunction.backward 里用到了 autograd（调用了 torch.fx 的代码"),
+    ("attention_backward", DECOMP_FORWARD + DECOMP_BACKWARD,
+     RULE + "：attention_backward 里用到了 autograd（调用了 torch 自带的 Python 求导公式"),
+    ("attention_function", DECOMP_FUNCTION,
+     RULE + "：AttentionFunction.backward 里用到了 autograd（调用了 torch 自带的 Python 求导公式"),
 ])
 def test_work_on_an_earlier_thread_and_graph_nodes_called_by_hand_are_seen(grade_id, src, rule):
     verdicts = _verdicts(src, grade_id)
@@ -587,12 +852,14 @@ def test_work_on_an_earlier_thread_and_graph_nodes_called_by_hand_are_seen(grade
 
 
 @pytest.mark.parametrize("grade_id", BACKWARDS)
-def test_a_thread_that_only_waits_beside_a_hand_written_backward_costs_nothing(grade_id):
-    """A thread the notebook started earlier that runs no code while the checks run (a progress bar's monitor)."""
+def test_a_thread_left_alive_beside_a_hand_written_backward_costs_it(grade_id):
+    """A thread the notebook started earlier and left alive, even one that only waits, costs the check: blocked in a
+    C call it looks the same whether or not it gets work (lock_worker); one joined before the check costs nothing
+    (the mutation tables' ThreadPoolExecutor)."""
     from tests.variants import nb02_scaled_dot_product as v02
 
     verdicts = _verdicts(v02.notebook_solution(grade_id) + IDLE_THREAD, grade_id)
-    assert all(v.passed for v in verdicts), [v.message[:200] for v in verdicts]
+    assert all(not v.passed and "本题的计算在别的线程里运行了" in v.message for v in verdicts), [v.message[:200] for v in verdicts]
 
 
 def _result_display(src, hidden=False):

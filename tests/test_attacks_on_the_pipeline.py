@@ -157,16 +157,18 @@ def test_correct_notebooks_keep_every_point(run, student):
 
 @pytest.mark.parametrize("student", ["f9_deep_probe", "f9b_raw_deep_msg"])
 def test_an_unreadable_message_costs_only_its_cell(run, student):
+    """f9b's cell sends through `get_ipython().kernel`, the kernel's own objects: the static check costs its notebook
+    (red team round 6); the message still reaches the grader, which reads the other notebooks as they are."""
     assert run.points(student, rt.NB03) == full(rt.NB03)
     for exercise in ("self_attention", "score_diagnostics"):
         worth = sum(p for gid, p in graded_cells(rt.NB01)[0] if gid.removeprefix("test_").split("__")[0] == exercise)
-        assert exercise_points(run, student, rt.NB01, exercise) == worth, exercise
+        assert exercise_points(run, student, rt.NB01, exercise) == (0 if student == "f9b_raw_deep_msg" else worth), exercise
 
 
 def test_a_message_too_large_to_decode_is_dropped_unread(run):
     """f12 sends one 12 MB output whose JSON is a list of empty lists: the grader never decodes it (a note
-    stands in for it), and the student keeps every point."""
+    stands in for it). It sends through `get_ipython().kernel`: the static check costs the notebook (round 6)."""
     from autograder.kernel_messages import DROPPED
 
-    assert run.points("f12_huge_msg", rt.NB01) == full(rt.NB01)
+    assert run.points("f12_huge_msg", rt.NB01) == 0
     assert DROPPED.strip() in run.graded_text("f12_huge_msg", rt.NB01)

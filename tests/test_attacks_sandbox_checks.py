@@ -1,20 +1,27 @@
 """Red-team findings on the kernel-side checks, graded through the real sandbox.
 
 B1: an answer that switches the kernel's detector of forbidden calls off and then uses torch's
-multi-head attention earns nothing for mha: the grader's static check names a direct reference, the
-kernel's detector (a closure a module patch cannot reach) catches the obfuscated one. B2: an AttentionFunction that overrides `apply` (no
-forward or backward written) earns nothing. B8: SDPA reached through functools.partial or a default
-argument keeps every point.
+multi-head attention earns nothing for mha: the grader's static check names a direct reference and the
+obfuscated one's aliases, the kernel's detector (a closure a module patch cannot reach) catches both.
+B2: an AttentionFunction that overrides `apply` (no forward or backward written) earns nothing.
+B8: SDPA reached through functools.partial or a default argument keeps every point.
+Round 6: work run on the kernel's own IOPub thread through `get_ipython().kernel`, with torch hidden behind an
+alias the static check could not follow (`[torch][0]`), and code written to a module file and imported, earn
+nothing; helpers that pick a library function or dtype by a name given at run time keep every point.
 """
+import base64
+
 import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
+from tests.red_team_submissions import MHA_HIDDEN_THREAD
 from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
+from tests.variants.nb04_multihead import VARIANTS as V04
 from tests.variants.nb06_api import VARIANTS as V06
 
 APPLY_OVERRIDDEN = next(src for src, diag in V02["attention_function"]["buggy"] if diag == "重写了 apply")
@@ -31,11 +38,107 @@ def _solution(name, **answers):
     return nb
 
 
+# red team round 4 (red4): the detector found in the callers' frames by names built from literals, its notes made
+# no-ops, then autograd in attention_backward (25/25 on both paths before the static check folded the names)
+FRAMES_QUIET = '''
+import sys
+import numpy as np
+import torch
+
+
+def _quiet():
+    f = vars(sys)["_get" + "frame"](1)
+    while f is not None:
+        u = getattr(f, "f_lo" + "cals").get("use")
+        if u is not None and hasattr(u, "seen") and hasattr(u, "note"):
+            type(u).note = lambda *a, **k: None
+            return
+        f = getattr(f, "f_ba" + "ck")
+
+
+def attention_backward(dY, cache):
+    _quiet()
+    Q, K, V, A, Y, s = cache
+    q, k, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
+    S = (q @ k.transpose(-2, -1)) * s
+    y = torch.softmax(S, dim=-1) @ v
+    return tuple(g.numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
+'''
+# red team round 6 (B1, B4b): torch's attention on the kernel's IOPub thread, which the thread check trusts, reached
+# through an alias of torch the static check did not follow (9/9 for split and mha on both paths before)
+KERNEL_THREAD_MHA = MHA_HIDDEN_THREAD.replace("import threading\n", '''import base64
+import threading
+import torch
+
+_lib = [torch][0]
+_attend = getattr(_lib, base64.b64decode(b"X3NjYWxlZF9kb3RfcHJvZHVjdF9hdHRlbnRpb25fbWF0aA==").decode())
+''').replace('''        box = {}
+        threading.setprofile(None)
+        t = threading.Thread(target=lambda: box.update(r=attend(q, k, v, attn_mask=am)))
+        t.start()
+        t.join()
+''', '''        box, done = {}, threading.Event()
+
+        def work():
+            try:
+                box["r"] = _attend(q, k, v, attn_mask=am)
+            finally:
+                done.set()
+        get_ipython().kernel.iopub_thread.schedule(work)
+        done.wait()
+''').replace('        attend = getattr(torch, "_scaled_dot_" + "product_attention_math")\n', "")
+assert KERNEL_THREAD_MHA.count("_attend") == 2 and "iopub_thread" in KERNEL_THREAD_MHA
+# red team round 6 (B3): a module the cell writes (base64: no check reads it) and imports; it clears the watch's
+# notes through the callers' frames after autograd (25/25 on both paths before)
+_SCRUB = '''
+import sys
+
+def scrub():
+    f = sys._getframe(1)
+    while f is not None:
+        use = f.f_locals.get("use")
+        if use is not None and hasattr(use, "seen"):
+            for kinds in use.seen.values():
+                for names in kinds.values():
+                    names.clear()
+        f = f.f_back
+'''
+MODULE_FILE_BACKWARD = f'''
+import base64, importlib, os, sys
+with open("attn_helpers.py", "w") as _fh:
+    _fh.write(base64.b64decode({base64.b64encode(_SCRUB.encode()).decode()!r}).decode())
+importlib.invalidate_caches()
+sys.path.insert(0, os.getcwd())
+import attn_helpers
+import torch
+
+
+def attention_backward(dY, cache):
+    Q, K, V, A, Y, s = cache
+    q, k, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
+    S = (q @ k.transpose(-2, -1)) * s
+    S = S.masked_fill(torch.as_tensor(A == 0), float("-inf"))
+    y = torch.softmax(S, dim=-1) @ v
+    g = tuple(t.numpy() for t in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
+    attn_helpers.scrub()
+    return g
+'''
+# red team round 6 (H1): helpers that pick nn.init, F, Tensor methods and dtypes by name (0/17 before)
+BY_NAME = next(src for src in V04["mha"]["correct"] if "getattr(nn.init, how)" in src)
+# and the honest reproducibility line that cost a notebook 0/25 (assignment into an imported object)
+CONFIGURED = next(src for src in V02["attention_backward"]["correct"] if "cudnn.deterministic = True" in src)
+
+
 def build(subs):
     notebooks = {
         "lazy": [("04_multihead", {"mha": MHA_PATCHES_DETECTOR}),
                  ("02_scaled_dot_product", {"attention_function": APPLY_OVERRIDDEN})],
         "obfuscated": [("04_multihead", {"mha": MHA_OBFUSCATED})],
+        "frames_quiet": [("02_scaled_dot_product", {"attention_backward": FRAMES_QUIET})],
+        "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
+        "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
+        "module_file": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_BACKWARD})],
+        "by_name": [("04_multihead", {"mha": BY_NAME})],
         "styles": [("06_api", {"sdpa_attention": V06["sdpa_attention"]["correct"][-1],
                                "decode_step": V06["decode_step"]["correct"][-1]})],
     }
@@ -70,14 +173,34 @@ def test_patching_the_detector_does_not_hide_torch_mha(scores):
     assert "评分检查机制" in feedback["lazy/04_multihead"]
 
 
-def test_obfuscated_patch_is_caught_at_run_time(scores):
-    """Spelled past the static check: the kernel's detector, held in a closure, still sees torch's MHA."""
+def test_obfuscated_patch_is_caught(scores):
+    """The kernel's detector, held in a closure, still sees torch's MHA; the static check sees the aliases."""
     table, feedback = scores
     assert table[("obfuscated", "mha")][1] > 0 and table[("obfuscated", "mha")][0] == 0
     assert "nn.MultiheadAttention" in feedback["obfuscated/04_multihead"]
-    # the static check saw nothing (only mha, the run-time catch, loses points)
-    assert "评分检查机制" not in feedback["obfuscated/04_multihead"]
-    assert table[("obfuscated", "split_merge_heads")][0] == table[("obfuscated", "split_merge_heads")][1] > 0
+    # the package's name built from literals is read as the literal, import_module and getattr under other names
+    # are reflection used as values (red4): every exercise of the notebook scores 0, saying why; no spelling of the
+    # import reaches the kernel past the static check, so the detector's own defence (a closure a module patch
+    # cannot reach) is checked in-process by the mutation table, which runs the checks without it
+    assert table[("obfuscated", "split_merge_heads")][0] == 0 < table[("obfuscated", "split_merge_heads")][1]
+    assert "评分检查机制" in feedback["obfuscated/04_multihead"] and "w1d1_student" in feedback["obfuscated/04_multihead"]
+
+
+def test_the_detector_found_through_frames_by_folded_names_costs_the_notebook(scores):
+    """Red team round 4: `vars(sys)["_get" + "frame"]`, `getattr(f, "f_lo" + "cals")` are read as the literals."""
+    table, feedback = scores
+    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
+        assert table[("frames_quiet", exercise)][0] == 0 < table[("frames_quiet", exercise)][1], exercise
+    assert "评分检查机制" in feedback["frames_quiet/02_scaled_dot_product"]
+    assert "_getframe" in feedback["frames_quiet/02_scaled_dot_product"]
+
+
+def test_reproducibility_switches_keep_every_point(scores):
+    """Red team round 4: `torch.backends.cudnn.deterministic = True` is configuration, not patching."""
+    table, feedback = scores
+    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
+        assert table[("configured", exercise)][0] == table[("configured", exercise)][1] > 0, exercise
+    assert "评分检查机制" not in feedback.get("configured/02_scaled_dot_product", "")
 
 
 def test_overriding_apply_earns_nothing(scores):
@@ -91,3 +214,25 @@ def test_overriding_apply_earns_nothing(scores):
 def test_sdpa_through_partial_or_default_argument_keeps_every_point(scores, exercise):
     got, total = scores[0][("styles", exercise)]
     assert got == total > 0
+
+
+def _exercises(student, notebook):
+    """(student, exercise) of every exercise of a notebook."""
+    return sorted({(student, gid.removeprefix("test_").split("__")[0]) for gid, _ in graded_cells(notebook)[0]})
+
+
+@pytest.mark.parametrize("student,notebook,what", [
+    ("kernel_thread", "04_multihead", "get_ipython().kernel"),
+    ("module_file", "02_scaled_dot_product", "attn_helpers")])
+def test_the_kernels_threads_and_a_module_written_at_run_time_cost_the_notebook(scores, student, notebook, what):
+    table, feedback = scores
+    mine = _exercises(student, notebook)
+    assert all(table[k][0] == 0 < table[k][1] for k in mine), {k: table[k] for k in mine}
+    assert "评分检查机制" in feedback[f"{student}/{notebook}"] and what in feedback[f"{student}/{notebook}"]
+
+
+def test_helpers_that_pick_a_library_function_by_name_keep_every_point(scores):
+    table, feedback = scores
+    mine = _exercises("by_name", "04_multihead")
+    assert all(table[k][0] == table[k][1] > 0 for k in mine), {k: table[k] for k in mine}
+    assert "评分检查机制" not in feedback.get("by_name/04_multihead", "")

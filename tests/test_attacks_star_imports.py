@@ -2,7 +2,8 @@
 never runs cost a correct `mha` 12 of its 15 points (the static check read every code cell, and one star import
 anywhere made every name holding "MultiheadAttention" torch's, `super(MultiHeadAttention, self)` included).
 Star imports in the answer cell itself keep every point; a star import that rebinds the student's own helper to
-torch's SDPA before the class calls it costs mha, by Python's rules."""
+torch's SDPA before the class calls it costs mha, by Python's rules. Red team round 4: honest styles the static
+check misread (a comprehension's loop variable, reproducibility switches) keep every point."""
 import nbformat
 import pytest
 
@@ -10,7 +11,7 @@ from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
-from tests.variants.nb04_multihead import MHA, MHA_STAR_IMPORTS, MHA_STAR_REBINDS_OWN
+from tests.variants.nb04_multihead import MHA, MHA_CONFIGURED, MHA_STAR_IMPORTS, MHA_STAR_REBINDS_OWN
 
 NB = "04_multihead"
 NAMED_SUPER = MHA.replace("super().__init__()", "super(MultiHeadAttention, self).__init__()")
@@ -30,6 +31,9 @@ STUDENTS = {
                                   "from numpy import *", "from torch.nn import *\nref = MultiheadAttention(16, 4)"),
     "star_answer": _solution(MHA_STAR_IMPORTS),
     "star_rebinds": _solution(MHA_STAR_REBINDS_OWN),
+    # red team round 4: a comprehension's loop variable named like torch's SDPA (mha 0/7 before), reproducibility
+    # switches set to constants (the whole notebook 0 before), the student's own layers by computed names
+    "red4_honest": _solution(MHA_CONFIGURED),
 }
 
 
@@ -62,3 +66,13 @@ def test_a_star_import_that_rebinds_the_students_helper_to_torchs_sdpa_costs_mha
     got, worth = _mha(classes[path], "star_rebinds")
     assert worth > 0 and got == 0
     assert "直接用到了 `F.scaled_dot_product_attention`" in classes[path].page("star_rebinds", NB)
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_a_comprehension_variable_and_reproducibility_switches_cost_nothing(classes, path):
+    """Red team round 4: a comprehension's loop variable named like torch's SDPA took mha (0/7); a constant into
+    `torch.backends.cudnn` took the whole notebook (assignment into an imported object)."""
+    got, worth = _mha(classes[path], "red4_honest")
+    assert worth > 0 and got == worth, (got, worth, classes[path].page("red4_honest", NB))
+    split = {gid: pts for gid, pts in graded_cells(NB)[0] if "split_merge_heads" in gid}
+    assert split and all(classes[path].score("red4_honest", NB, gid) == pts for gid, pts in split.items())

@@ -13,7 +13,7 @@ import torch
 from torch.utils._python_dispatch import _len_torch_dispatch_stack
 from w1d1_student import wire
 from w1d1_student.runner import run_cases
-from w1d1_student.torch_calls import AutogradUse
+from w1d1_student.torch_calls import AutogradUse, host_threads
 
 from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
@@ -67,6 +67,25 @@ RECORDING = v02.FUNCTION.replace(
     "        q, k, v, A, y = ctx.saved_tensors\n"
     "        SEEN.append((threading.get_ident(), torch._C._len_torch_function_stack(), torch.is_grad_enabled()))\n",
 ).replace("import torch\n", "import threading\nimport torch\nSEEN = []\n", 1)
+
+
+def test_threads_the_host_runs_are_not_the_answers():
+    """In a plain process (this test run), a thread alive beside the check is an answer's unless the host declared
+    it its own (host_threads: conftest does so before each test, for what earlier tests left running)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    try:
+        def used():
+            payloads, _ = _payloads(v02.notebook_solution("attention_backward"), "attention_backward")
+            return {res["out"]["used_threads"] for p in payloads for res in p["results"]}
+
+        assert used() == {True}
+        host_threads()
+        assert used() == {False}
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_the_watch_runs_on_the_engines_thread_around_the_students_backward_only():

@@ -96,6 +96,10 @@ def test_the_students_own_function_of_that_name_is_no_forbidden_use(call):
     ("import torch\nf = torch.ops.higher_order.math_attention", "math_attention"),
     ("import torch._higher_order_ops.flex_attention as fa\ny = fa", "flex_attention"),
     ("import torch\ny = torch._transformer_encoder_layer_fwd", "nn.Transformer"),
+    # red team round 4 (red4): a name built from literals is read as the literal it folds to
+    ("import torch.nn.functional as F\nf = getattr(F, 'scaled_dot_' + 'product_attention')", "F.scaled_dot_product_attention"),
+    ("import torch.nn.functional as F\nf = vars(F)[f\"{'scaled'}_dot_product_{'attention'}\"]", "F.scaled_dot_product_attention"),
+    ("import torch\nf = getattr(torch.nn, '%sheadAttention' % 'Multi')", "nn.MultiheadAttention"),
 ])
 def test_forbidden_api_in_any_answer_cell_zeroes_mha(src, what):
     nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
@@ -148,8 +152,7 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     # issue 36, red team round 2: a module, attribute or code computed at run time; the grader's objects changed
     "import importlib\nm = importlib.import_module('w1d1' + '_student.exercises')",
     "m = __import__(''.join(['w1d1_', 'student']))",
-    "import torch.nn.functional as F\nf = getattr(F, 'scaled_dot_' + 'product_attention')",
-    "exec(''.join(['imp', 'ort os']))",
+    "exec(''.join(reversed('so tropmi')))",
     "import IPython.display as d\nd.display = print",
     "import IPython.display\nfor m in (IPython.display,):\n    m.display = print",
     "get_ipython().display_pub.publish = print",
@@ -157,6 +160,76 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import json\nsetattr(json, 'dumps', repr)",
     "import IPython.display as d\nvars(d)['display'] = print",
     "from IPython.display import display\ndel display.__wrapped__",
+    # red team round 4 (red4): names built from literals (folded: read as the literal), the reflection builtins
+    # used as values, a module's namespace read by a computed key, code loaded from data
+    "import sys\nf = vars(sys)['_get' + 'frame'](1)",
+    "def locals_of(f):\n    return getattr(f, 'f_lo' + 'cals')",
+    "def caller(f):\n    return getattr(f, f\"{'f_ba'}ck\")",
+    "def frame(tb):\n    return getattr(tb, 'tb_%s' % 'frame')",
+    "def frame(gen):\n    return getattr(gen, '_'.join(['gi', 'frame']))",
+    "def frame(gen):\n    return getattr(gen, 'emarf_ig'[::-1])",
+    "import sys\nx = sys.__dict__['_get' + 'frame']",
+    "import operator, sys\nx = operator.attrgetter('_get' + 'frame')(sys)",
+    "import sys\nx = type(sys).__getattribute__(sys, '_get' + 'frame')",
+    "import sys\nx = object.__getattribute__(sys, 'mod' + 'ules')",
+    "import inspect, sys\nx = inspect.getattr_static(sys, 'mod' + 'ules')",
+    "import sys\nx = getattr(sys, 'modules')",
+    "g = getattr\nimport sys\nx = g(sys, 'mod' + 'ules')",
+    "e = exec\ne('print(1)')",
+    "import builtins\nvars(builtins)['ex' + 'ec']('print(1)')",
+    "import builtins\nf = getattr(builtins, 'ex' + 'ec')",
+    "import sys\nx = list(map(getattr, [sys], ['_get' + 'frame']))",
+    "import functools, sys\nx = functools.reduce(getattr, ['f'], sys)",
+    "import pickle\nx = pickle.loads(b'csys\\n_getframe\\n.')",
+    "x = __import__('pic' + 'kle')",
+    "import runpy",
+    "import sys\nx = vars(sys)[input()]",
+    "import sys\nx = sys.__dict__.get(input())",
+    "import sys\nx = [v for k, v in vars(sys).items() if k.endswith('frame')]",
+    "import inspect, sys\nx = inspect.getmembers(sys)",
+    "import operator\nf = operator.attrgetter(input())",
+    "import importlib\nload = importlib.import_module",
+    "from importlib import import_module as load",
+    "f = object.__getattribute__",
+    "x = getattr(globals()['s' + 'ys'], input())",
+    "def f(run=exec):\n    run(input())",
+    "exec('imp' + 'ort autograder')",
+    "import torch\nf = torch.ops.aten.__getattr__(input())",
+    "import sys as s\nm = s.modules",
+    "import os\nm = os.sys.modules",
+    "from sys import modules",
+    # assignments into imported objects: what is not a constant, or a private switch
+    "import torch\ntorch.backends.cudnn.deterministic = print",
+    "import torch\ntorch.fx._symbolic_trace._is_fx_tracing_flag = True",
+    "import torch\nsetattr(torch.backends.cudnn, 'deterministic', lambda: True)",
+    "import torch\ndel torch.backends.cudnn.deterministic",
+    # red team round 6: a computed name on what holds the machinery (torch: DisableTorchFunction; sys), on what the
+    # check cannot resolve (another computed name's result, an alias it cannot follow: B4b), or handed to the
+    # student's own code
+    "import torch\nwith getattr(torch, input())():\n    pass",
+    "import torch\nf = getattr(torch, input())",
+    "import torch\ny = (lambda c: c)(getattr(torch, input()))",
+    "import sys\nf = getattr(sys, input())",
+    "import torch\nf = getattr(getattr(torch.nn.init, input()), input())",
+    "import torch\nt = getattr(torch.nn.init, input())\nf = getattr(t, input())",
+    "import numpy as np\ndef f(np, n):\n    return getattr(np, n)",
+    "import torch\n_lib = [torch][0]\nf = getattr(_lib, input())",
+    "import torch\n_lib = (lambda m: m)(torch)\nf = getattr(_lib, input())",
+    "import torch\n_lib = next(iter({'m': torch}.values()))\nf = getattr(_lib, input())",
+    "import torch\n_lib = torch if input() else None\nf = getattr(_lib, input())",
+    "import torch\nf = torch.ops.aten.__getattr__(input())",
+    "import torch\ntorch.nn.Module.__setattr__(torch, 'x', print)",
+    # red team round 6 (B1): the kernel's objects past the shell's cell API, and the kernel's packages
+    "import threading\nget_ipython().kernel.iopub_thread.schedule(print)",
+    "ip = get_ipython()\nip.kernel.control_thread.io_loop.add_callback(print)",
+    "import IPython\nx = IPython.get_ipython().user_ns",
+    "get_ipython().events.register(''.join(reversed('llec_nur_tsop')), print)",
+    "from ipykernel.kernelapp import IPKernelApp\nk = IPKernelApp.instance()",
+    "import tornado.ioloop",
+    # red team round 6 (B3): a module the grading environment lacks is one the notebook wrote at run time
+    "import attn_helpers",
+    "import importlib\nm = importlib.import_module('attn' + '_helpers')",
+    "from attn_helpers import attend",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -267,3 +340,91 @@ def test_a_star_import_of_torch_counts_where_python_reads_it(cells, what):
 ])
 def test_a_name_the_student_binds_stays_the_students(cells):
     assert forbidden_calls.answer_problems(_graded(*cells), "mha") == []
+
+
+@pytest.mark.parametrize("src", [
+    # red team round 4 (red4), honest styles: configuration by constants, reflection on the student's own objects
+    "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False",
+    "import torch\nsetattr(torch.backends.cudnn, 'deterministic', True)",
+    "import matplotlib.pyplot as plt\nplt.rcParams['figure.dpi'] = 100",
+    "import numpy as np\nnp.set_printoptions(precision=3)",
+    "import torch\ntorch.manual_seed(0)",
+    "import warnings\nwarnings.filterwarnings('ignore')",
+    "class M:\n    def __init__(self, n):\n        for name in 'qkv':\n            setattr(self, name, n)\n"
+    "    def get(self, n):\n        return getattr(self, f'W_{n}'), getattr(self, 'W_' + n)",
+    "import torch\nx = getattr(torch, 'float' + '64')",
+    "import torch\nm = vars(torch)['ma' + 'tmul']",
+    "def f(x, eval=False, compile=None):\n    return x if eval else compile",
+    "import torch\nclass M(torch.nn.Module):\n    def f(self):\n        return self.eval",
+    "import re\npattern = re.compile('[a-z]+')",
+    "x = [getattr(v, 'shape') for v in (1, 2)]",
+    "mode, keys = 'eval', {'compile': 1, 'vars': 2}\nprint(hasattr(mode, 'exec'))",
+    "def check(x):\n    if x is None:\n        raise ValueError('the ' + 'autograder says: ' + 'no mask')",
+    # red team round 6 (H1): a name computed at run time on an object that holds no machinery (its functions,
+    # classes and constants: what the run-time watch sees called), a dtype handed to torch, reflection on one's own
+    "import torch\ndef init_all(m, how='xavier_uniform_'):\n    for p in m.parameters():\n        getattr(torch.nn.init, how)(p)",
+    "import numpy as np\ndef as_dtype(x, name):\n    return x.astype(getattr(np, name))",
+    "import torch\ndef as_dtype(x, name='float64'):\n    return x.to(getattr(torch, name))",
+    "import torch\nx = torch.zeros(2, dtype=getattr(torch, input()))",
+    "import torch.nn.functional as F\ndef act(x, name='relu'):\n    return getattr(F, name)(x)",
+    "import torch\ndef op(t, name='softmax'):\n    return getattr(torch.Tensor, name)(t, -1)",
+    "import functools\ndef get(m, path):\n    return functools.reduce(getattr, path.split('.'), m)",
+    "import torch\ndef reset(m):\n    torch.nn.Module.__setattr__(m, 'W_q', torch.nn.Linear(2, 2))",
+    "import torch\nx = torch.zeros(3).to(torch.float64)\nx.data = torch.ones(3)",
+    "f_back = None\nprint(f_back)",
+    "print('_getframe', 'scaled_dot_product_attention')",
+    "ip = get_ipython()\nip.run_line_magic('precision', '3')\nfiles = !ls\n%time y = 1",
+    "if get_ipython() is not None:\n    print(type(get_ipython()).__name__)",
+    "try:\n    from scipy.special import softmax as fast\nexcept ImportError:\n    fast = None",
+    "import math, json, tqdm, matplotlib.pyplot as plt, IPython.display, w1d1_viz",
+])
+def test_honest_reflection_and_configuration_pass(src):
+    nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
+    assert forbidden_calls.answer_problems(nb, "self_attention") == []
+
+
+@pytest.mark.parametrize("src", [
+    # red team round 4 (red4): a comprehension's loop variable, a lambda's parameter are local to them
+    "att = torch.stack([scaled_dot_product_row.softmax(dim=-1) for scaled_dot_product_row in att.unbind(0)])",
+    "att = {transformer_k: v for transformer_k, v in {'a': att}.items()}['a']",
+    "att = list(MultiheadAttention_x for MultiheadAttention_x in [att])[0]",
+    "att = {transformer_x for transformer_x in [1] if transformer_x}",
+    "norm = lambda transformer_scores: transformer_scores.softmax(dim=-1)",
+    "att = [[transformer_j for transformer_j in transformer_i] for transformer_i in [[att]]][0][0]",
+])
+def test_names_local_to_a_comprehension_or_lambda_are_the_students(src):
+    cells = [("mha", "from torch.nn import *\nfrom torch.nn.functional import *\natt = torch.ones(2, 2)\n" + src)]
+    assert forbidden_calls.answer_problems(_graded(*cells), "mha") == []
+
+
+@pytest.mark.parametrize("src,what", [
+    # the first iterable is read where the comprehension stands: torch's function after a star import
+    ("[f(q, q, q) for f in [scaled_dot_product_attention]]", "F.scaled_dot_product_attention"),
+    ("[scaled_dot_product_attention(q, q, q) for q in [1]]", "F.scaled_dot_product_attention"),
+    ("[q for q in [1] if scaled_dot_product_attention]", "F.scaled_dot_product_attention"),
+    ("class M:\n    scaled_dot_product_attention = 1\n    y = [scaled_dot_product_attention for _ in 'a']",
+     "F.scaled_dot_product_attention"),
+])
+def test_a_comprehension_reads_the_names_it_does_not_bind_where_python_does(src, what):
+    cells = [("mha", "from torch.nn.functional import *\nq = 1\n" + src)]
+    problems = forbidden_calls.answer_problems(_graded(*cells), "mha")
+    assert len(problems) == 1 and what in problems[0], problems
+
+
+def test_a_forbidden_api_under_a_computed_name_is_left_to_the_run_time_watch():
+    """F holds no machinery: `getattr(F, name)` reaches one of its functions, which the run-time watch sees called
+    (mha's torch attention included: the function mode records every torch call). It costs no other exercise."""
+    src = "import torch.nn.functional as F\nf = getattr(F, ''.join(reversed('noitnetta_tcudorp_tod_delacs')))"
+    nb = _notebook({"split_merge_heads": src, "mha": "class MultiHeadAttention: pass"})
+    assert forbidden_calls.answer_problems(nb, "split_merge_heads") == []
+
+
+@pytest.mark.parametrize("src", ["print('scaled_dot_product_attention')", "print(f'{1}', 'scaled_dot_product_attention')"])
+def test_a_label_that_spells_a_forbidden_api_is_no_use(src):
+    nb = _notebook({"mha": "class MultiHeadAttention: pass\n" + src})
+    assert forbidden_calls.answer_problems(nb, "mha") == []
+
+
+def test_a_label_is_read_as_code_when_print_is_the_students():
+    nb = _notebook({"mha": "print = eval\nprint('scaled_dot_product_attention')"})
+    assert forbidden_calls.answer_problems(nb, "mha")

@@ -94,12 +94,12 @@ def test_lying_objects_earn_nothing(graded):
 
 
 def test_importing_the_answer_earns_nothing(graded):
+    # modules the grading environment lacks: code the static check cannot read costs the whole notebook
     s = graded["scores"]["importer"]
-    assert zero(s, "softmax") and zero(s, "score_diagnostics")
-    assert full(s, "self_attention")
+    assert zero(s, "softmax") and zero(s, "score_diagnostics") and zero(s, "self_attention")
     assert zero(graded["scores"]["wrapper"], "softmax")
     feedback = (graded["out"] / "feedback" / "importer" / f"{gc.NB}.html").read_text()
-    assert "不算作答" in feedback
+    assert "import w1d1_attention（评分环境里没有这个模块" in feedback and "import mydiag" in feedback
 
 
 def test_sandbox_hides_files_and_network(graded):

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import nbgrader_plugins
+from autograder import forbidden_calls, nbgrader_plugins
 from autograder.course import ASSIGNMENT, api
 from autograder.grade import grade
 from autograder.grading_worker import _autograde
@@ -177,15 +177,12 @@ from IPython import get_ipython
 
 
 def _slow(info):
-    cell = getattr(info, "raw_" + "cell")
-    if "check(" in cell and "score_diagnostics" in cell and info.store_history:
+    if "check(" in info.raw_cell and "score_diagnostics" in info.raw_cell and info.store_history:
         time.sleep(10**6)   # a check cell hangs: timeout, fresh kernel, replay
     time.sleep(6 if not info.store_history else 0.5)   # replayed cells crawl
 
 
-# spelled so that the static check does not see the hook (written plainly, it costs the notebook's points):
-# what is tested here is the deadline
-get_ipython().events.register("pre_" + "run_cell", _slow)
+get_ipython().events.register("pre_run_cell", _slow)
 '''
 
 
@@ -193,6 +190,8 @@ def test_one_deadline_bounds_a_notebook_replays_included(tmp_path, work, monkeyp
     """B4: a hook that makes replayed cells crawl cannot stretch a notebook past its budget; the
     cells before the hang keep their points, another student is graded as usual."""
     cell_timeout, budget = 8, 25
+    # the static check sees the hook and would zero the notebook: what is tested here is the deadline
+    monkeypatch.setattr(forbidden_calls, "answer_problems", lambda nb, grade_id: [])
     subs = tmp_path / "subs"
     put(subs, "slowpoke", gc.solved(softmax=gc._answers()["softmax"] + SLOW_REPLAY))
     put(subs, "honest", gc.solved())

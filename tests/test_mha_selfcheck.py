@@ -321,8 +321,12 @@ def test_classes_stashed_by_a_checker_answer_nothing(scores):
     assert re.search(r"mha_selfcheck（隐藏检查）这次没有运行", page)
 
 
-@pytest.mark.parametrize("student", ["companion", "reference"])
-def test_checks_borrowed_from_the_course_earn_nothing(scores, student):
-    table, _ = scores
-    assert table[(student, "mha_selfcheck")] == table[(student, "mha_selfcheck__hidden")] == 0
-    assert _full(table, student, "mha", "mha__hidden", "split_merge_heads", "split_merge_heads__hidden")
+def test_checks_borrowed_from_the_course_earn_nothing(scores):
+    """The companion script (an empty shell in the sandbox) earns nothing for the checks; the course's reference is
+    a module the grading environment lacks, code the static check cannot read: the whole notebook scores 0."""
+    table, run = scores
+    for student in ("companion", "reference"):
+        assert table[(student, "mha_selfcheck")] == table[(student, "mha_selfcheck__hidden")] == 0
+    assert _full(table, "companion", "mha", "mha__hidden", "split_merge_heads", "split_merge_heads__hidden")
+    assert not any(score for (student, _), score in table.items() if student == "reference")
+    assert "import w1d1_attention（评分环境里没有这个模块" in run.page("reference", NB)

@@ -26,14 +26,13 @@ from tests.variants.nb04_multihead import MHA, MHA_IN_THREAD, MHA_THREAD_SDPA_MA
 
 NB01, NB04 = "01_self_attention", "04_multihead"
 
-# mha through torch's SDPA, computed in a forked child (forward and backward), results over a pipe;
-# the name and getattr are spelled so that the static check of the answer does not see them: the sandbox must
+# mha's attention computed in a forked child (forward and backward, autograd in the child), results over a pipe:
+# nothing in it names the checking machinery or a forbidden API, so only the sandbox's refused fork costs it mha
 _FORK_HELPERS = '''
-import os, pickle
+import io, math, os
+import numpy as np
 import torch
 from torch import nn
-
-_ATTEND, _look = "_scaled_dot_" + "product_attention_math", getattr
 
 
 def _in_child(fn, *args):
@@ -42,26 +41,31 @@ def _in_child(fn, *args):
     if pid == 0:
         try:
             os.close(r)
-            data = pickle.dumps([t.detach().numpy() for t in fn(*args)])
+            buf = io.BytesIO()
+            np.savez(buf, *[t.detach().numpy() for t in fn(*args)])
             with os.fdopen(w, "wb") as fh:
-                fh.write(data)
+                fh.write(buf.getvalue())
         finally:
             os._exit(0)
     os.close(w)
     with os.fdopen(r, "rb") as fh:
-        data = fh.read()
+        data = np.load(io.BytesIO(fh.read()))
     os.waitpid(pid, 0)
-    return [torch.from_numpy(a) for a in pickle.loads(data)]
+    return [torch.from_numpy(data[f"arr_{i}"]) for i in range(len(data.files))]
 
 
 def _forward(q, k, v, am):
-    return _look(torch, _ATTEND)(q, k, v, attn_mask=am)
+    att = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if am is not None:
+        att = att + am
+    att = att.softmax(dim=-1)
+    return att @ v, att
 
 
 def _backward(q, k, v, am, gy, gatt):
     with torch.enable_grad():
         q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
-        y, att = _look(torch, _ATTEND)(q, k, v, attn_mask=am)
+        y, att = _forward(q, k, v, am)
         torch.autograd.backward([y, att], [gy, gatt])
     return q.grad, k.grad, v.grad
 
@@ -92,7 +96,7 @@ def _forked(src):
     return _FORK_HELPERS + src
 
 
-MHA_FORK_SDPA = _forked(MHA_THREAD_SDPA_MATH)
+MHA_FORKED = _forked(MHA_THREAD_SDPA_MATH)
 
 VIZ_MARK = "W1D1_VIZ_FROM"
 # a student's own w1d1_viz.py: the release's, plus a mark
@@ -150,8 +154,10 @@ def _nb01(**answers):
 
 STUDENTS = {
     "proc_honest": ({NB04: _nb04()}, {}),
-    "proc_forker": ({NB04: _nb04(mha=MHA_FORK_SDPA)}, {}),
+    "proc_forker": ({NB04: _nb04(mha=MHA_FORKED)}, {}),
     "proc_threader": ({NB04: _nb04(mha=MHA_IN_THREAD)}, {}),
+    # honest (red team round 6): torch's own pool, started by the student's set_num_threads at a check's first matmul
+    "proc_torch_pool": ({NB04: _nb04(mha="import torch\ntorch.set_num_threads(2)\n" + MHA)}, {}),
     "proc_extras": ({NB04: _nb04(split_merge_heads=SHOW_VIZ + SPLIT_MERGE, mha=MHA_FROM_HELPER)},
                {"helper.py": HELPER, "w1d1_viz.py": STUDENT_VIZ}),
     "proc_bomb": ({NB01: _nb01(softmax=FORK_BOMB, self_attention=THREADS)}, {}),
@@ -293,7 +299,7 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
-def test_sdpa_in_a_forked_child_earns_nothing(both, path):
+def test_attention_in_a_forked_child_earns_nothing(both, path):
     g = both[path]
     assert points(g, "proc_forker", NB04, "mha") == 0
     # past the static check: the sandbox refuses the fork itself, and only mha, whose cell forks, loses its points
@@ -309,7 +315,8 @@ def test_files_beside_the_notebook_are_not_in_the_kernel(both, path):
     assert points(g, "proc_extras", NB04, "mha") == 0
     assert "No module named" in printed and "helper" in printed
     assert f"{VIZ_MARK} release" in printed and f"{VIZ_MARK} student" not in printed
-    assert full(g, "proc_extras", NB04, "split_merge_heads")
+    # a module the grading environment lacks is code the static check cannot read (round 6): the notebook scores 0
+    assert points(g, "proc_extras", NB04, "split_merge_heads") == 0 and "helper" in html.unescape(g.page("proc_extras", NB04))
 
 
 @pytest.mark.parametrize("path", ENTRY_POINTS)
@@ -335,3 +342,11 @@ def test_mha_thread_rule_is_unchanged(both, path):
     assert points(g, "proc_threader", NB04, "mha") == 0
     assert full(g, "proc_threader", NB04, "split_merge_heads")
     assert "别的线程" in (g.page("proc_threader", NB04) or "")
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_torch_threads_are_not_the_students(both, path):
+    """torch.set_num_threads(2) in the answer cell: torch starts its pool during the check; its threads run no
+    Python, so they are not threads the student started (mha keeps its points)."""
+    g = both[path]
+    assert full(g, "proc_torch_pool", NB04, "mha") and full(g, "proc_torch_pool", NB04, "split_merge_heads")

@@ -15,6 +15,7 @@ being built instead.
 import contextlib
 import sys
 import threading
+import time
 
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -58,6 +59,7 @@ watching = _make_watching()
 
 def _make_autograd_watch():
     import torch
+    from torch._ops import OperatorBase, OpOverloadPacket
     from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
     from torch.autograd.graph import _engine_run_backward
     from torch.overrides import _get_current_function_mode_stack
@@ -75,6 +77,12 @@ def _make_autograd_watch():
     # the other names a report holds (a fixed vocabulary: a report carries no text of the student's)
     derivative, engine, graph = "torch 自带的求导算子（aten 的 *_backward）", "反向传播", "带 grad_fn 的结果"
     subclass, preset = "Tensor 子类自己的 __torch_function__ / __torch_dispatch__", "检查开始前就已启用的 torch 模式"
+    # an aten operator called directly (torch.ops.aten.*: what make_fx's graphs and their code call; torch's eager
+    # API reaches the operators from C++), and code of torch.fx run (threads_started's profile function sees it)
+    aten, fx = "torch.ops 的 aten 算子（make_fx 等从 autograd 得到的图所调用的）", "torch.fx 的代码（图模块生成的代码或它的解释器）"
+    # torch's derivative formulas written in Python (torch._decomp / torch._refs: _softmax_backward_data …)
+    formula = "torch 自带的 Python 求导公式（torch._decomp / torch._refs 里的 *backward*）"
+    operators = (OperatorBase, OpOverloadPacket)
     safe_callables = tuple(type(f) for f in (grad_api, torch.matmul, torch.Tensor.add, torch.Tensor.__add__,
                                              torch._C.TensorBase.grad_fn.__get__))
 
@@ -138,6 +146,8 @@ def _make_autograd_watch():
             name = _name(func)
             if name:
                 use.note("calls", name)
+            elif isinstance(func, operators) and not (use.forwarding and func is use.forwarding[-1]):
+                use.note("calls", aten)  # (our dispatch mode's own call of the operator it passes on is not)
             out = func(*args, **kwargs)
             if (task_id() != -1 or use.graph or use.part == "forward") and _with_grad_fn(out):
                 use.note("graph", graph)
@@ -156,7 +166,11 @@ def _make_autograd_watch():
                 use.note("calls", derivative)
             if _foreign(types):
                 use.note("calls", subclass)
-            return func(*args, **(kwargs or {}))
+            use.forwarding.append(func)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                use.forwarding.pop()
 
     class AutogradUse:
         """What of autograd the student's code reached while the watch is on, on this thread, by part (`part`:
@@ -164,8 +178,10 @@ def _make_autograd_watch():
 
         calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
                 AD's dual tensors, grad_fn or grad read), or one of torch's own derivative operators
-                (aten.*_backward*) called directly; or a way around the watch (a tensor subclass's own handler,
-                a torch mode already on when the watch started);
+                (aten.*_backward*) called directly; an aten operator called through torch.ops, or torch.fx's code run
+                (`torch_code_ran`): an autograd-made graph run (make_fx at cell time, while no watch is on), or one of
+                torch's derivative formulas written in Python (torch._decomp's *backward*); or a way around
+                the watch (a tensor subclass's own handler, a torch mode already on when the watch started);
         engine  an operator run by a backward pass that is not the grader's (torch.autograd.grad, .backward(),
                 torch.func.vjp / grad, torch.autograd.functional, the engine reached any other way);
         graph   a torch call returned a tensor with a grad_fn: a graph is being built inside a backward pass, or in
@@ -187,7 +203,7 @@ def _make_autograd_watch():
         def __init__(self, graph=True):
             self.graph, self.part, self.own = graph, "backward", False
             self.seen = {part: {kind: [] for kind in self.KINDS} for part in ("forward", "backward")}
-            self._nodes, self._modes = [], ()
+            self._nodes, self._modes, self.forwarding = [], (), []
 
         def note(self, kind, name):
             seen = self.seen[self.part][kind]
@@ -253,12 +269,17 @@ def _make_autograd_watch():
         def allowed(self, node):
             return node is not None and any(node is n for n in self._nodes)
 
+        def torch_code_ran(self, kind):
+            """torch.fx's code ("fx") or a derivative formula of torch's in Python ("formula") ran on the checking
+            thread (threads_started's profile function calls this)."""
+            self.note("calls", fx if kind == "fx" else formula)
+
         def report(self):
             """Plain data: per part, the kinds seen, each a short list of words (empty when none)."""
             return {part: {kind: list(names) for kind, names in kinds.items()} for part, kinds in self.seen.items()}
 
     AutogradUse.WORDS = frozenset([*api.values(), *dual.values(), *attributes.values(), derivative, engine, graph,
-                                   subclass, preset, "forward", "backward", *AutogradUse.KINDS])
+                                   subclass, preset, aten, fx, formula, "forward", "backward", *AutogradUse.KINDS])
     return AutogradUse
 
 
@@ -267,48 +288,118 @@ AutogradUse = _make_autograd_watch()
 
 def _make_threads_started():
     """threads_started, and kernel_threads_at_first_cell, sharing the kernel's own threads (held in their closure)."""
-    kernel, armed = set(sys._current_frames()), []  # at home: the threads alive when the package is imported
+    import _thread
+    import os
+
+    import torch
+
+    # every builtin that starts a thread (threading's start() calls one; `_thread.start_new` is another object)
+    starters = tuple(getattr(_thread, name) for name in dir(_thread) if name.startswith("start"))
+    # torch.fx running a graph: its graph modules' generated code (named "<eval_with_key>.N"), its interpreter
+    generated, interpreter = "<eval_with_key>", torch.fx.interpreter.__file__
+    # torch's derivative formulas in Python: the *backward* functions of torch._decomp and torch._refs
+    formulas = tuple(os.path.join(os.path.dirname(torch.__file__), part, "") for part in ("_decomp", "_refs"))
+
+    by_os = []  # [True] in a grading kernel: /proc/self/task is readable and torch ran on one thread at its first cell
+
+    def alive(os_list):
+        """(the process's threads, this one): by the OS's ids (/proc/self/task: every thread, however started), else
+        by Python's (the threads that can run Python code: torch's and numpy's own pools are not among them)."""
+        if os_list:
+            return {int(t) for t in os.listdir("/proc/self/task")}, threading.get_native_id()
+        return set(sys._current_frames()), threading.get_ident()
+
+    def helpers_started():
+        """Starts the helper threads a kernel starts by itself later: pyzmq's garbage collector (a Python thread and
+        its context's two), on the kernel's first large output. Returns the threads alive then, both ways."""
+        from zmq.utils.garbage import gc
+
+        if not gc.is_alive():
+            gc.start()
+        return {True: alive(True)[0] if by_os else set(), False: alive(False)[0]}
+
+    ipython = sys.modules.get("IPython")
+    in_kernel = ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+    # at home: the threads alive when the package is imported (in a notebook's kernel: with its helpers)
+    kernel, armed = helpers_started() if in_kernel else {True: set(), False: alive(False)[0]}, []
 
     def kernel_threads_at_first_cell(shell):
-        """The kernel's own threads are those alive when its first cell starts (a grading kernel's start-up line
-        calls this; the kernel starts some of its threads after that line, none after its first cell starts). Only
-        the first call counts: a later one (a notebook's) would take its own threads for the kernel's."""
+        """The kernel's own threads are those alive when its first cell starts, with its helpers (a grading kernel's
+        start-up line calls this; the kernel starts some of its threads after that line, and pyzmq's garbage
+        collector on a first large output, started here). Only
+        the first call counts: a later one (a notebook's) would take its own threads for the kernel's. They are
+        counted both ways; a check uses the OS's list where it can be read and torch runs on one thread (a grading
+        kernel: OMP_NUM_THREADS=1, unless the student's torch.set_num_threads changed it): elsewhere torch and numpy
+        start their thread pools on a first large operation, whenever that comes (warming them up here instead would
+        hang a process forked afterwards, as the grader's workers are)."""
         if armed:
             return True
         armed.append(True)
 
         def mark(*args):
-            kernel.clear()
-            kernel.update(sys._current_frames())
+            if torch.get_num_threads() == 1 and os.access("/proc/self/task", os.R_OK):
+                by_os.append(True)
+            kernel.update(helpers_started())
             shell.events.unregister("pre_run_cell", mark)
 
         shell.events.register("pre_run_cell", mark)
         return True
 
-    @contextlib.contextmanager
-    def threads_started(flags):
-        """flags["used_threads"]: a Python thread other than the kernel's own ran Python code while the block ran
-        (the torch modes above see the calling thread only): one started meanwhile (threading's profile hook, or
-        alive at the end), or one started earlier, whenever (an answer cell's worker), whose running frame changed."""
-        me = threading.get_ident()
-        before, started = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}, []
-        lines = {t: f.f_lasti for t, f in before.items()}
+    def host_threads():
+        """In a plain Python process (a script, a test run: no kernel), the threads alive now are the host's: a test
+        runner's own, left by earlier work (an event loop's executor), are not an answer's. A kernel ignores this: its
+        own threads are those of its first cell."""
+        if not in_kernel:
+            kernel[False] = alive(False)[0]
 
-        def hook(*args):
+    @contextlib.contextmanager
+    def threads_started(flags, torch_code=None):
+        """flags["used_threads"]: a thread other than the kernel's own and this one was alive when the block started
+        or ended (an answer cell's worker, idle or not; in a grading kernel the OS's list: started any way), or one
+        was started meanwhile: a call of `_thread`'s start functions on this thread (seen by a profile function on
+        it: however reached) or a thread threading started (its profile hook) — or the profile function was
+        replaced meanwhile. The torch modes see this thread only.
+        torch_code: called with "fx" when code of torch.fx runs on this thread (a graph module's generated code, its
+        interpreter), with "formula" when one of torch's derivative formulas in Python does."""
+        # the OS's list while torch runs on one thread (a student's torch.set_num_threads(2) starts torch's pool,
+        # whose threads run no Python: Python's list then)
+        os_list = bool(by_os) and torch.get_num_threads() == 1
+        ids, me = alive(os_list)
+        early, started = ids - kernel[os_list] - {me}, []
+        for _ in range(20):  # a joined thread's OS thread outlives its join by a moment: one ending now is not counted
+            if not early:
+                break
+            time.sleep(0.005)
+            early &= alive(os_list)[0]
+
+        def new_thread(*args):  # threading's profile hook, set in each thread it starts
             started.append(True)
             sys.setprofile(None)
 
-        previous = threading.getprofile()
-        threading.setprofile(hook)
+        def here(frame, event, arg):
+            if event == "c_call":
+                if any(arg is f for f in starters):
+                    started.append(True)
+            elif event == "call" and torch_code is not None:
+                code = frame.f_code
+                if code.co_filename.startswith(generated) or code.co_filename == interpreter:
+                    torch_code("fx")
+                elif code.co_filename.startswith(formulas) and "backward" in code.co_name:
+                    torch_code("formula")
+
+        previous = threading.getprofile(), sys.getprofile()
+        threading.setprofile(new_thread)
+        sys.setprofile(here)
         try:
             yield
         finally:
-            threading.setprofile(previous)
-            now = {t: f for t, f in sys._current_frames().items() if t not in kernel and t != me}
-            ran = any(t not in before or f is not before[t] or f.f_lasti != lines[t] for t, f in now.items())
-            flags["used_threads"] = bool(started or ran or set(before) - set(now))
+            replaced = sys.getprofile() is not here
+            sys.setprofile(previous[1])
+            threading.setprofile(previous[0])
+            late = alive(os_list)[0] - kernel[os_list] - {me}
+            flags["used_threads"] = bool(started or early or late or replaced)
 
-    return threads_started, kernel_threads_at_first_cell
+    return threads_started, kernel_threads_at_first_cell, host_threads
 
 
-threads_started, kernel_threads_at_first_cell = _make_threads_started()
+threads_started, kernel_threads_at_first_cell, host_threads = _make_threads_started()

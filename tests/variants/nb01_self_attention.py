@@ -319,3 +319,5 @@ def softmax(x, axis=-1):
     out.shape = e.shape
     return out
 ''')
+# red team round 6 (H1): a variable named like a frame's attribute holds no frame
+VARIANTS["softmax"]["correct"] += [SOFTMAX + "\nf_back = None\n"]

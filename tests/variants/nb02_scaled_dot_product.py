@@ -644,6 +644,18 @@ VARIANTS["attention_backward"]["correct"] += [
     FORWARD + BACKWARD_ONLY.replace("np.swapaxes(A, -1, -2)", "A.swapaxes(-1, -2)")
     .replace("np.swapaxes(V, -1, -2)", "np.matrix_transpose(V)").replace("np.swapaxes(dS, -1, -2)", "np.moveaxis(dS, -1, -2)"),
 ]
+# red team round 4 (red4): reproducibility switches set to constants in an answer cell are configuration, not patching
+VARIANTS["attention_backward"]["correct"] += ['''
+import warnings
+import numpy as np
+import torch
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.manual_seed(0)
+np.set_printoptions(precision=4)
+warnings.filterwarnings("ignore")
+''' + BACKWARD]
 VARIANTS["attention_backward"]["warned"] = ["swapaxes", "恰好为 0", "漏掉了掩码", "反向传播必须按 §2.3 的公式手写"]
 VARIANTS["attention_function"]["buggy"] += [(FUNCTION.replace("k.transpose(-2, -1)", "k.T"), "swapaxes")]
 VARIANTS["attention_function"]["correct"] += [
@@ -842,3 +854,24 @@ VARIANTS["attention_function"]["correct"] += [
                      "        ctx.save_for_backward(q, k, v, A, y)\n        if mask is not None:\n"
                      "            ctx.mark_non_differentiable(mask)\n"),
 ]
+
+# correct styles beside the thread and FX checks (red team round 4): a thread pool in the answer cell, for something
+# else, joined by its `with` before any check; a backward computed under no_grad
+_POOL = '''
+from concurrent.futures import ThreadPoolExecutor
+
+with ThreadPoolExecutor(max_workers=2) as _pool:
+    _squares = list(_pool.map(lambda n: n * n, range(8)))
+'''
+VARIANTS["attention_backward"]["correct"] += [BACKWARD + _POOL]
+VARIANTS["attention_function"]["correct"] += [
+    FUNCTION + _POOL,
+    FUNCTION.replace("        s = ctx.s\n", "        s = ctx.s\n        with torch.no_grad():\n")
+    .replace("\n        d", "\n            d").replace("\n        D", "\n            D"),
+]
+# red team round 6 (H1): a dtype chosen by name
+VARIANTS["attention_backward"]["correct"] += [BACKWARD + '''
+
+def as_dtype(x, name="float64"):
+    return x.astype(getattr(np, name))
+''']

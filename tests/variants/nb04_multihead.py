@@ -421,8 +421,9 @@ class MultiHeadAttention(nn.Module):
         return (y, a) if need_weights else y
 '''
 VARIANTS["mha"]["buggy"] += [(MHA_PATCHES_DETECTOR, "nn.MultiheadAttention")]
-# the same, spelled so that the grader's static check of the source does not see it (import_module and getattr
-# under other names, patches through a name bound by a call): the run-time detection must
+# the same, with import_module and getattr under other names and the patch through a name bound by a call: the
+# grader's static check counts the aliases (reflection used as a value); this table runs the checks without it, so
+# the run-time detection (a closure the patch cannot reach) must catch it too
 MHA_OBFUSCATED = (MHA_PATCHES_DETECTOR
                   .replace("import w1d1_student.exercises.nb04_multihead as _k\n",
                            "import importlib\n_load, _look = importlib.import_module, getattr\n"
@@ -478,6 +479,31 @@ class MultiHeadAttention(MultiheadAttentionX):
 '''
 VARIANTS["mha"]["correct"] += [MHA_STAR_IMPORTS, MHA_STAR_OWN_SDPA, MHA_STAR_OWN_BASE,
                                MHA.replace("super().__init__()", "super(MultiHeadAttention, self).__init__()")]
+# red team round 4 (red4): a comprehension's loop variable named like torch's SDPA is the comprehension's own;
+# with reproducibility switches set to constants, and the student's own layers set and read by computed names
+MHA_COMPREHENSION_ROWS = MHA.replace(
+    "        att = att.softmax(dim=-1)\n",
+    "        att = torch.stack([scaled_dot_product_row.softmax(dim=-1) for scaled_dot_product_row in att.unbind(0)])\n")
+_CONFIGURATION = '''import warnings
+import numpy as np
+import matplotlib.pyplot as plt
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.manual_seed(0)
+np.set_printoptions(precision=4)
+warnings.filterwarnings("ignore", category=UserWarning)
+plt.rcParams["figure.dpi"] = 100
+
+
+'''
+MHA_CONFIGURED = MHA_COMPREHENSION_ROWS.replace("class MultiHeadAttention", _CONFIGURATION + "class MultiHeadAttention").replace(
+    "".join(f"        self.W_{n} = nn.Linear(d_model, d_model, bias=bias)\n" for n in "qkvo"),
+    '        for n in "qkvo":\n            setattr(self, f"W_{n}", nn.Linear(d_model, d_model, bias=bias))\n').replace(
+    "".join(f"        {n} = self.W_{n}(x).view(B, T, h, d_k).transpose(1, 2)\n" for n in "qkv"),
+    '        q, k, v = (getattr(self, "W_" + n)(x).view(B, T, h, d_k).transpose(1, 2) for n in "qkv")\n')
+assert MHA_COMPREHENSION_ROWS != MHA and MHA_CONFIGURED.count("getattr(self") == MHA_CONFIGURED.count("setattr(self") == 1
+VARIANTS["mha"]["correct"] += [MHA_COMPREHENSION_ROWS, MHA_CONFIGURED]
 VARIANTS["mha"]["scratch"] = ["from torch import *", "from torch.nn import *", "from torch.nn.functional import *",
                               "from numpy import *",
                               "from torch.nn import *\nreference = MultiheadAttention(16, 4, batch_first=True)",
@@ -846,3 +872,46 @@ VARIANTS["mha_selfcheck"] = {
 }
 # the prompt warns about the flip of SDPA's mask and names W_O among what h = 1 sees: the public check names them
 VARIANTS["mha_selfcheck"]["warned"] = ["你的检查没有发现：掩码的约定反了", "你的检查没有发现：缺少输出投影 W_o"]
+# a thread pool in the answer cell, for something else, joined by its `with` before any check (the thread check)
+VARIANTS["mha"]["correct"] += [MHA + '''
+from concurrent.futures import ThreadPoolExecutor
+
+with ThreadPoolExecutor(max_workers=2) as _pool:
+    _squares = list(_pool.map(lambda n: n * n, range(8)))
+''']
+# red team round 6 (H1): helpers that pick a library function, a dtype or an attribute by a name given at run time,
+# and a label that spells the forbidden API: the static check reads what the object it reads from holds
+VARIANTS["mha"]["correct"] += [MHA + '''
+from functools import reduce
+
+import torch.nn.functional as F
+
+
+def init_weights(module, how="xavier_uniform_"):
+    for p in module.parameters():
+        if p.dim() > 1:
+            getattr(nn.init, how)(p)
+
+
+def activation(x, name="relu"):
+    return getattr(F, name)(x)
+
+
+def tensor_op(t, op="softmax"):
+    return getattr(torch.Tensor, op)(t, -1)
+
+
+def as_dtype(x, dtype_name="float64"):
+    return x.to(getattr(torch, dtype_name))
+
+
+def parameter(model, path="W_q.weight"):
+    return reduce(getattr, path.split("."), model)
+
+
+def replace_linear(model, name="W_o"):
+    nn.Module.__setattr__(model, name, nn.Linear(model.d_model, model.d_model))
+
+
+print("scaled_dot_product_attention")
+''']

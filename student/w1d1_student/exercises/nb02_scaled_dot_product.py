@@ -12,7 +12,8 @@ method of a returned object runs at all. The result carries what the watch saw u
 ("forward": the student's forward filling what the backward uses; "backward": the rest), judged in the
 grader process. attention_function's driver runs autograd itself (torch.autograd.grad on the class's output,
 gradcheck): that is the grader's own, the class's backward and every hook in it the student's (AutogradUse).
-Work moved to a Python thread is reported too (the modes see one thread).
+A thread other than the kernel's alive or started during a case is reported too (the modes see one
+thread), and torch.fx's code run on the checking thread (an autograd-made graph traced at cell time) as autograd.
 
 Verdicts: tables for the engine's staged loop, with the checks only these exercises have.
 """
@@ -113,7 +114,8 @@ ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), dia
 
 def _make_by_hand(AutogradUse, threads_started):
     """`run_by_hand(run, graph)`: a driver that calls `run(ns, case, use)` with one AutogradUse `use` on for the
-    whole case (graph: see AutogradUse) inside the check for started threads, and adds what they saw to the
+    whole case (graph: see AutogradUse) inside the check for threads (which also tells `use` of torch.fx's code
+    run), and adds what they saw to the
     result. When the student's code raised after reaching autograd, what it reached is the result. The closure
     holds its own references to the watch, so rebinding this module's names does not switch it off."""
 
@@ -124,7 +126,7 @@ def _make_by_hand(AutogradUse, threads_started):
         def call(ns, case):
             use, flags = AutogradUse(graph=graph), {}
             try:
-                with threads_started(flags), use:
+                with threads_started(flags, use.torch_code_ran), use:
                     out = run(ns, case, use)
             except Exception:
                 seen = report(use, flags)
@@ -196,8 +198,9 @@ BY_HAND_MSG = ("反向传播必须按 §2.3 的公式手写：{where}里用到�
                "也不要重建前向让 autograd 求导：用 §2.3 的方框公式直接算出 dQ、dK、dV。本题计 0 分。")
 
 
-THREADS_MSG = ("本题的计算在别的线程里运行了：检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。"
-               "请直接计算，不要用 threading / ThreadPoolExecutor。本题计 0 分。")
+THREADS_MSG = ("本题的计算在别的线程里运行了（或检查时还有你启动的线程活着）："
+               "检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。请直接计算，不要用 threading / ThreadPoolExecutor；"
+               "答案单元格里开的线程要在检查之前结束（join）。本题计 0 分。")
 
 
 def _what(seen):

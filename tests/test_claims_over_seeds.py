@@ -1,7 +1,7 @@
 """Claims the notebooks print about random or measured quantities are computed, and hold on a second range of
 seeds: 02's d_k = 1 reading of the saturation curves and its rank-collapse table, 01's readings of the projection
-and equivariance measurements, 06's rule for `nn.MultiheadAttention`'s is_causal hint across module configurations, and 05's
-explanation of the generation timings in whichever direction the measurement falls."""
+and equivariance measurements, 06's rule for `nn.MultiheadAttention`'s is_causal hint across module configurations,
+06's h = 1 blind spot, and 05's explanation of the generation timings in whichever direction the measurement falls."""
 import ast
 import contextlib
 import io
@@ -123,3 +123,13 @@ def test_05_the_generation_timing_is_explained_either_way(run, cache_cost, reaso
     printed = run(timing)
     assert reason in printed, printed
     assert ("小于 FLOPs 比" if cache_cost > 1 else "不小于 FLOPs 比") in printed, printed
+
+
+@pytest.mark.parametrize("seeds", ["range(5)", "range(5, 10)"])
+def test_06_the_h1_blind_spot_holds_on_both_seed_ranges(run, seeds):
+    """§A.5's demo: the three head-count bugs equal the right MHA exactly at h = 1 and show at h = 2, 4."""
+    setup, demo = _cells("06_api", "c002", "h1-blind")
+    run(setup)
+    printed = run(_seeds(demo, "for seed in range(5):", f"for seed in {seeds}:"))
+    assert "h=1 时三种错误与正确实现逐元素相同（差恰为 0）" in printed, printed
+    assert run.ns["blind"] and run.ns["seen"] > 1e-3

@@ -100,7 +100,7 @@ def test_the_authoring_table_is_the_one_generated_from_the_notebooks():
 
 
 def test_points_stated_in_headings_match_the_metadata():
-    """A heading "（a + b 分）" states the public + hidden points of the exercise that follows it."""
+    """Every graded exercise's heading states "（a + b 分）", the public + hidden points of its test cells."""
     import re
     for name in available_notebooks():
         nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", as_version=4)
@@ -110,7 +110,8 @@ def test_points_stated_in_headings_match_the_metadata():
             if found:
                 stated = (int(found[1]), int(found[2]))
             meta = c.metadata.get("nbgrader", {})
-            if stated and meta.get("grade") and c.cell_type == "code":
+            if meta.get("grade") and c.cell_type == "code":
+                assert stated, f"{name} {meta['grade_id']}: its exercise heading states no points"
                 want = stated[1] if meta["grade_id"].endswith("__hidden") else stated[0]
                 assert meta["points"] == want, (name, meta["grade_id"])
                 if meta["grade_id"].endswith("__hidden"):

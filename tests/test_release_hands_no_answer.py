@@ -280,3 +280,11 @@ def test_the_companion_answers_only_what_the_readme_says():
     found = {(grade_id, hit.split(": ")[1].split(" passes")[0]) for grade_id in sorted(registry.NOTEBOOK_OF)
              for hit in handed_over(grade_id, parts)}
     assert found == COMPANION_ANSWERS, found
+
+
+def test_no_demo_builds_a_causal_mask_before_exercise_1():
+    """03's exercise 1 (`causal_mask`) is a triu one-liner: no code cell above its answer cell calls triu/tril."""
+    cells = nbformat.read(RELEASE / "03_masks.ipynb", as_version=4).cells
+    answer = next(i for i, c in enumerate(cells) if c.get("id") == "causal_mask")
+    early = [c.id for c in cells[:answer] if c.cell_type == "code" and ("triu" in c.source or "tril" in c.source)]
+    assert not early, f"cells above exercise 1 build a causal mask: {early}"

@@ -229,6 +229,10 @@ REFLECTION = frozenset(_IMPORTS | _CODE | _ATTRIBUTES | _NAMED_LATER | _MUTATORS
 # write (`%time` -> run_line_magic, `!ls` -> system, `x = !ls` -> getoutput). The rest (`.kernel` and its threads,
 # io loops, sessions and streams, `.events`, `.user_ns`, `.display_pub`) is the machinery that runs the grader's cells.
 SHELL_API = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput", "magic"})
+# the kernel's output streams: their file API; the rest (`sys.stdout.pub_thread`, `.session`) is the kernel's machinery
+STREAMS = frozenset({"sys.stdout", "sys.stderr", "sys.__stdout__", "sys.__stderr__"})
+STREAM_API = frozenset({"write", "writelines", "flush", "isatty", "fileno", "encoding", "errors", "name", "closed",
+                        "readable", "writable", "seekable", "mode", "newlines", "line_buffering"})
 # the kernel's own packages: reached from a cell, they lead to the kernel's objects (IPKernelApp.instance().kernel)
 KERNEL_PACKAGES = ("ipykernel", "zmq", "tornado", "jupyter_client", "traitlets", "comm", "debugpy")
 # modules that run code or import a name given as data (a pickle names `sys._getframe` in bytes)
@@ -269,18 +273,24 @@ class Known(typing.NamedTuple):
 
 def known_of(trees):
     paths = import_paths(trees)
-    shells = {"get_ipython"}
+    # the shell's getter under any name (`from IPython import get_ipython as gi`, `gi = IPython.get_ipython`), and
+    # IPython's shell class (`InteractiveShell.instance()`)
+    shells = {"get_ipython"} | {name for name, path in paths if path.startswith("IPython")
+                                and path.rsplit(".", 1)[-1] in ("get_ipython", "InteractiveShell")}
     assigns = [n for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.NamedExpr))]
     for _ in range(len(assigns) + 1):
-        shells |= {t.id for n in assigns if _shell(n.value, shells)
+        shells |= {t.id for n in assigns if _shell(n.value, shells) or isinstance(n.value, ast.Name) and n.value.id in shells
                    for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
     return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells))
 
 
 def _shell(node, shells):
-    """Whether an expression is the kernel's shell: `get_ipython()` (`IPython.get_ipython()`), a name bound to it."""
-    return (isinstance(node, ast.Call) and _called(node) in shells and not node.args) or (
-        isinstance(node, ast.Name) and node.id in shells and node.id != "get_ipython")
+    """Whether an expression is the kernel's shell: `get_ipython()` (`IPython.get_ipython()`, a getter under another
+    name), `InteractiveShell.instance()`, a name bound to it."""
+    if isinstance(node, ast.Call) and not node.args:
+        return _called(node) in shells or _called(node) == "instance" and (
+            _root(node.func) in shells or _spelled(node.func.value) == "InteractiveShell")
+    return isinstance(node, ast.Name) and node.id in shells and node.id != "get_ipython"
 
 
 def import_paths(trees):
@@ -525,7 +535,7 @@ def hidden_uses(tree, known):
       (`IPython.display.display = …`, `setattr(mod, …)`, `vars(mod)[…] = …`), except public configuration
       (_configures: `torch.backends.cudnn.deterministic = True`).
     An honest answer does none of these. `known`: known_of() the cells that run."""
-    found = []
+    found, streams = [], {name: {path} for name, path in known.paths}
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     keyed = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript) and not _computed(n.slice)
@@ -567,6 +577,8 @@ def hidden_uses(tree, known):
         owner, attribute = _attribute_read(node)
         if owner is not None and _shell(owner, known.shells) and attribute not in SHELL_API:
             found.append((line, f"get_ipython().{attribute}（内核的内部对象）"))
+        elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
+            found.append((line, f"{_path(owner, streams)}.{attribute}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
             found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
         targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else

@@ -230,6 +230,15 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import attn_helpers",
     "import importlib\nm = importlib.import_module('attn' + '_helpers')",
     "from attn_helpers import attend",
+    # red team round 7 (N1, N2): the shell's getter under other names, IPython's shell class, the output streams' insides
+    "from IPython import get_ipython as gi\ngi().display_pub.publish = print",
+    "import IPython\nsh = IPython.get_ipython\nsh().display_pub.publish = print",
+    "gi = get_ipython\ngi().user_ns",
+    "from IPython.core.interactiveshell import InteractiveShell as S\nS.instance().user_ns",
+    "import IPython\nIPython.core.interactiveshell.InteractiveShell.instance().user_ns",
+    "import sys\nsys.stdout.pub_thread.schedule(print)",
+    "import sys\nout = sys.stdout\nout.pub_thread.schedule(print)",
+    "from sys import stderr\nstderr.session",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -377,6 +386,8 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "if get_ipython() is not None:\n    print(type(get_ipython()).__name__)",
     "try:\n    from scipy.special import softmax as fast\nexcept ImportError:\n    fast = None",
     "import math, json, tqdm, matplotlib.pyplot as plt, IPython.display, w1d1_viz",
+    "import sys\nsys.stdout.write('x')\nsys.stdout.flush()\nprint(sys.stdout.encoding, file=sys.stderr)",
+    "from IPython import get_ipython as gi\ngi().run_line_magic('precision', '3')",
 ])
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})

@@ -169,3 +169,27 @@ def test_hidden_messages_show_no_number_the_students_output_chooses():
     assert not told_apart, told_apart[:3]
     assert compared == set(VARIANTS), set(VARIANTS) - compared
     assert {"softmax", "attention_forward", "mha"} <= public_apart, public_apart
+
+
+def test_running_out_of_memory_is_named_on_a_hidden_case():
+    """numpy's memory error is a private subclass of MemoryError (red team round 7, H5: a full softmax Jacobian at
+    T = 768): the hidden verdict names MemoryError and says why, never the batch/transpose hint, never the text."""
+    src = VARIANTS["attention_backward"]["solution"] + '''
+import numpy as _np
+_correct = attention_backward
+
+
+def attention_backward(dY, cache):
+    if _np.shape(dY)[-2] > 64:
+        raise _np.core._exceptions._ArrayMemoryError((768, 768, 768), _np.dtype(float))
+    return _correct(dY, cache)
+'''
+    ns = {"__name__": "__main__"}
+    exec(compile(src, "<answer cell>", "exec"), ns)
+    cases = make_cases("attention_backward", 0, True)
+    assert any(np.shape(c["dY"])[-2] > 64 for c in cases)
+    results = wire.loads(wire.dumps(run_cases("attention_backward", ns, cases, hidden=True)))["results"]
+    verdict = judge("attention_backward", with_answers("attention_backward", cases), results, hidden=True)
+    assert not verdict.passed and "内存不够（MemoryError）" in verdict.message, verdict.message
+    assert "MemoryError（隐藏检查不显示报错内容）" in verdict.message and "Unable to allocate" not in verdict.message
+    assert "x.T" not in verdict.message

@@ -186,6 +186,10 @@ def close(got, want, rtol=1e-5, atol=1e-7, equal_nan=False):
     return bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
+MEMORY = ("内存不够（MemoryError）：你的代码在这个用例上要的数组超过了评分内核的内存上限。大用例的 T 较大，"
+          "不要构造 T×T×T 这样的中间数组（例如整个 softmax 的雅可比矩阵），按公式用广播逐行计算。")
+
+
 def raised(stage, res, hints=()):
     """The verdict on a case whose run failed: a hint for an error it recognises (all its needles
     in the error text), otherwise the student's error itself."""
@@ -336,7 +340,10 @@ class Exercise:
         return self.diagnoses(case) if callable(self.diagnoses) else self.diagnoses
 
     def error_verdict(self, stage, case, res):
-        """An error the exercise recognises (error hook, hints) as is; any other one with the hint."""
+        """Running out of memory as such; an error the exercise recognises (error hook, hints) as is; any other one
+        with the hint."""
+        if isinstance(res, dict) and res.get("kind") == "MemoryError":
+            return fail(f"【{stage}】{MEMORY}\n报错：{res.get('error')}", mistakes=((None, MEMORY),))
         return named_check(self.error and self.error(case, res)) or self.hinted(case, {}, raised(stage, res, self.hints))
 
     def hinted(self, case, out, verdict):

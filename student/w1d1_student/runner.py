@@ -33,8 +33,9 @@ def grading():
 
 
 def _short_error(exc):
-    """"Name: message" of an exception the student's code raised, read without running any method of it: the
-    class's own name, and the message where its arguments are plain text or numbers (a library's error)."""
+    """{"error": "Name: message", "kind": its nearest built-in class's name} of an exception the student's code
+    raised, read without running any method of it: the class's own name, and the message where its arguments are
+    plain text or numbers (a library's error)."""
     import builtins
 
     cls = type(exc)
@@ -46,7 +47,10 @@ def _short_error(exc):
     if type(module) is str and module not in ("__main__", "builtins"):  # as a traceback names it
         name = f"{module}.{name}"
     text = (f"{name}: {message}" if message else name).strip()
-    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …"
+    # the nearest built-in class: what a hidden verdict may name (numpy's _ArrayMemoryError is a MemoryError)
+    kind = next((k for k in (type.__getattribute__(c, "__name__") for c in type.__getattribute__(cls, "__mro__"))
+                 if type(k) is str and getattr(builtins, k, None) in type.__getattribute__(cls, "__mro__")), "Exception")
+    return {"error": text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …", "kind": kind}
 
 
 _PUBLIC = {}
@@ -133,7 +137,7 @@ def _make_run_cases(driver, companions_unavailable, short_error):
                         out = drv.run(ns, inputs)
                     results.append({"ok": True, "out": out})
                 except Exception as exc:  # the student's error becomes part of the verdict
-                    results.append({"ok": False, "error": short_error(exc)})
+                    results.append({"ok": False, **short_error(exc)})
         return {"grade_id": grade_id, "hidden": bool(hidden), "results": results}
 
     return run_cases
@@ -182,14 +186,19 @@ def _in_words(res):
     return res
 
 
-def _builtin_kind(err):
-    """The exception's type as shown in a hidden verdict: a built-in exception's name, else a fixed word
-    (the student names their own exception classes, and could spell a case's inputs in the name)."""
+def _builtin_kind(res):
+    """The exception's type as shown in a hidden verdict: a built-in exception's name (its own, else the nearest
+    built-in class the kernel reported), else a fixed word (the student names their own exception classes, and
+    could spell a case's inputs in the name)."""
     import builtins
 
-    name = err.split(":", 1)[0].strip()
-    known = isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException)
-    return name if known else "异常"
+    def builtin(name):
+        return isinstance(getattr(builtins, name, None), type) and issubclass(getattr(builtins, name), BaseException)
+
+    own, nearest = res["error"].split(":", 1)[0].strip(), res.get("kind")
+    if builtin(own):
+        return own
+    return nearest if isinstance(nearest, str) and builtin(nearest) and nearest not in ("BaseException", "Exception") else "异常"
 
 
 def _without_error_texts(verdict, results):
@@ -202,7 +211,7 @@ def _without_error_texts(verdict, results):
         err = res.get("error") if isinstance(res, dict) else None
         if not isinstance(err, str) or not err.strip():
             continue
-        kind = _builtin_kind(err)
+        kind = _builtin_kind(res)
         shown = f"{kind}（隐藏检查不显示报错内容）"
         for part in sorted({err, *err.splitlines()}, key=len, reverse=True):
             if len(part.strip()) >= 4 and part.strip() != kind:

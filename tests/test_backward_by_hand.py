@@ -88,6 +88,27 @@ def test_threads_the_host_runs_are_not_the_answers():
         thread.join()
 
 
+def test_a_progress_bars_monitor_thread_counts_unless_switched_off():
+    """Red team round 7 (H3): a tqdm bar leaves its monitor thread alive, which costs the check (the message says how to
+    switch it off); with `tqdm.tqdm.monitor_interval = 0`, set as the message says, the bar costs nothing."""
+    import tqdm
+
+    def verdicts(setting):
+        src = v02.notebook_solution("attention_backward") + f"import tqdm\n{setting}\nfor _ in tqdm.tqdm(range(3)):\n    pass\n"
+        return _verdicts(_payloads(src, "attention_backward")[0])
+
+    try:
+        left = verdicts("")
+        assert all(not v.passed and "tqdm.tqdm.monitor_interval = 0" in v.message for v in left), [v.message for v in left]
+        tqdm.tqdm.monitor.exit()
+        host_threads()
+        assert all(v.passed for v in verdicts("tqdm.tqdm.monitor_interval = 0"))
+    finally:
+        if tqdm.tqdm.monitor is not None:
+            tqdm.tqdm.monitor.exit()
+        tqdm.tqdm.monitor_interval, tqdm.tqdm.monitor = 10, None
+
+
 def test_the_watch_runs_on_the_engines_thread_around_the_students_backward_only():
     """autograd's engine runs a CPU graph on the thread that asked for it; the pre-hook pushes the modes
     there (one function mode on the stack while the student's backward runs) and nothing stays pushed."""

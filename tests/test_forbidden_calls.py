@@ -388,6 +388,7 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "import math, json, tqdm, matplotlib.pyplot as plt, IPython.display, w1d1_viz",
     "import sys\nsys.stdout.write('x')\nsys.stdout.flush()\nprint(sys.stdout.encoding, file=sys.stderr)",
     "from IPython import get_ipython as gi\ngi().run_line_magic('precision', '3')",
+    "import tqdm\ntqdm.tqdm.monitor_interval = 0",
 ])
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})

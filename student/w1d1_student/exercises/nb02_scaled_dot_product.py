@@ -200,7 +200,8 @@ BY_HAND_MSG = ("反向传播必须按 §2.3 的公式手写：{where}里用到�
 
 THREADS_MSG = ("本题的计算在别的线程里运行了（或检查时还有你启动的线程活着）："
                "检查只看得见调用它的那个线程，看不到别的线程里是否用了 autograd。请直接计算，不要用 threading / ThreadPoolExecutor；"
-               "答案单元格里开的线程要在检查之前结束（join）。本题计 0 分。")
+               "答案单元格里开的线程要在检查之前结束（join）。库留下的线程也算，例如 tqdm 进度条的监控线程"
+               "（用进度条之前先写 tqdm.tqdm.monitor_interval = 0）。本题计 0 分。")
 
 
 def _what(seen):

@@ -624,7 +624,7 @@ def _blind_reach_ok(node, owner, known, local, parents):
     """Whether an attribute read by a name computed at run time (`getattr(nn.init, how)`) reaches nothing of the
     machinery: it reads an object the check resolves (_resolve) that holds none (holds_machinery), or one that does
     (`getattr(torch, dtype_name)`: torch holds DisableTorchFunction) handed straight to a call of the library's
-    (`x.to(getattr(torch, name))`), which takes it as data. What it returns is read like any other object: a further
+    (`x.to(getattr(torch, name))`, or through a local name: _local_handed_on), which takes it as data. What it returns is read like any other object: a further
     name computed on it reaches what the check cannot resolve."""
     value = _resolve(owner, known, local)
     return value is not UNKNOWN and (not holds_machinery(value) or _handed_to_library(node, known, parents))
@@ -633,8 +633,27 @@ def _blind_reach_ok(node, owner, known, local, parents):
 def _handed_to_library(node, known, parents):
     parent = parents.get(id(node))
     parent = parents.get(id(parent)) if isinstance(parent, ast.keyword) else parent
+    if isinstance(parent, ast.Assign) and parent.value is node and len(parent.targets) == 1 and isinstance(
+            parent.targets[0], ast.Name):
+        return _local_handed_on(parent.targets[0].id, parent, known, parents)
     return (isinstance(parent, ast.Call) and parent.func is not node and not isinstance(parent.func, ast.Lambda)
             and _called(parent) not in known.own | REFLECTION)
+
+
+def _local_handed_on(name, assign, known, parents):
+    """Whether a function's local name, bound once to such an object (`dtype = getattr(torch, name)`), is only ever
+    handed to calls of the library's (`x.to(dtype)`): no other cell sees a local name."""
+    scope = assign
+    while id(scope) in parents and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        scope = parents[id(scope)]
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    nodes = list(ast.walk(scope))
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in nodes):
+        return False
+    uses = [n for n in nodes if isinstance(n, ast.Name) and n.id == name]
+    loads = [n for n in uses if isinstance(n.ctx, ast.Load)]
+    return len(uses) == len(loads) + 1 and bool(loads) and all(_handed_to_library(n, known, parents) for n in loads)
 
 
 def _handed_objects(node, known, parents):

@@ -239,6 +239,12 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import sys\nsys.stdout.pub_thread.schedule(print)",
     "import sys\nout = sys.stdout\nout.pub_thread.schedule(print)",
     "from sys import stderr\nstderr.session",
+    # ... and what such a name may not do: be called, read, shared with other cells, handed to the student's own code
+    "import torch\ndef f(x, name):\n    g = getattr(torch, name)\n    return g(x)",
+    "import torch\ndef f(x, name):\n    g = getattr(torch, name)\n    return x.to(g.x)",
+    "import torch\ndef f(x, name):\n    global g\n    g = getattr(torch, name)\n    return x.to(g)",
+    "import torch\ndef h(v):\n    return v()\ndef f(x, name):\n    g = getattr(torch, name)\n    return h(g)",
+    "import torch\ng = getattr(torch, input())\nx = torch.zeros(2).to(g)",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -389,6 +395,9 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "import sys\nsys.stdout.write('x')\nsys.stdout.flush()\nprint(sys.stdout.encoding, file=sys.stderr)",
     "from IPython import get_ipython as gi\ngi().run_line_magic('precision', '3')",
     "import tqdm\ntqdm.tqdm.monitor_interval = 0",
+    # red team round 7 (H4): a dtype picked by name in a helper, then handed to the library
+    "import torch\ndef cast(x, name='float64'):\n    dtype = getattr(torch, name)\n    return x.to(dtype)",
+    "import torch\ndef blank(n, name):\n    dtype = getattr(torch, name)\n    return torch.zeros(n, dtype=dtype)",
 ])
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})

@@ -905,6 +905,11 @@ def as_dtype(x, dtype_name="float64"):
     return x.to(getattr(torch, dtype_name))
 
 
+def zeros_of(x, dtype_name="float64"):  # red team round 7 (H4): the dtype bound to a local name first
+    dtype = getattr(torch, dtype_name)
+    return torch.zeros(x.shape, dtype=dtype) + x.to(dtype)
+
+
 def parameter(model, path="W_q.weight"):
     return reduce(getattr, path.split("."), model)
 

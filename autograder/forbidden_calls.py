@@ -624,8 +624,8 @@ def _blind_reach_ok(node, owner, known, local, parents):
     """Whether an attribute read by a name computed at run time (`getattr(nn.init, how)`) reaches nothing of the
     machinery: it reads an object the check resolves (_resolve) that holds none (holds_machinery), or one that does
     (`getattr(torch, dtype_name)`: torch holds DisableTorchFunction) handed straight to a call of the library's
-    (`x.to(getattr(torch, name))`, or through a local name: _local_handed_on), which takes it as data. What it returns is read like any other object: a further
-    name computed on it reaches what the check cannot resolve."""
+    (`x.to(getattr(torch, name))`, or through a local name: _local_handed_on), which takes it as data. What it
+    returns is read like any other object: a further name computed on it reaches what the check cannot resolve."""
     value = _resolve(owner, known, local)
     return value is not UNKNOWN and (not holds_machinery(value) or _handed_to_library(node, known, parents))
 

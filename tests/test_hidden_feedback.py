@@ -193,3 +193,31 @@ def attention_backward(dY, cache):
     assert not verdict.passed and "内存不够（MemoryError）" in verdict.message, verdict.message
     assert "MemoryError（隐藏检查不显示报错内容）" in verdict.message and "Unable to allocate" not in verdict.message
     assert "x.T" not in verdict.message
+
+
+def test_an_errors_class_is_read_without_running_the_students_code():
+    """The nearest built-in class of an error is found by identity: a metaclass's __eq__ (the student's code, run
+    outside any watch) is never called."""
+    src = VARIANTS["softmax"]["solution"] + '''
+CALLED = []
+
+
+class _Meta(type):
+    def __eq__(cls, other):
+        CALLED.append(other)
+        return False
+
+    __hash__ = type.__hash__
+
+
+class Oops(ValueError, metaclass=_Meta):
+    pass
+
+
+def softmax(x, axis=-1):
+    raise Oops("no")
+'''
+    ns = {"__name__": "__main__"}
+    exec(compile(src, "<answer cell>", "exec"), ns)
+    results = run_cases("softmax", ns, make_cases("softmax", 0, True), hidden=True)["results"]
+    assert ns["CALLED"] == [] and {r["kind"] for r in results} == {"ValueError"}

@@ -48,8 +48,9 @@ def _short_error(exc):
         name = f"{module}.{name}"
     text = (f"{name}: {message}" if message else name).strip()
     # the nearest built-in class: what a hidden verdict may name (numpy's _ArrayMemoryError is a MemoryError)
-    kind = next((k for k in (type.__getattribute__(c, "__name__") for c in type.__getattribute__(cls, "__mro__"))
-                 if type(k) is str and getattr(builtins, k, None) in type.__getattribute__(cls, "__mro__")), "Exception")
+    # (by identity: comparing classes with == could run a metaclass's __eq__, the student's code)
+    kind = next((k for k, c in ((type.__getattribute__(c, "__name__"), c) for c in type.__getattribute__(cls, "__mro__"))
+                 if type(k) is str and getattr(builtins, k, None) is c), "Exception")
     return {"error": text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " …", "kind": kind}
 
 

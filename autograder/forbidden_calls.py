@@ -233,6 +233,11 @@ SHELL_API = frozenset({"run_line_magic", "run_cell_magic", "system", "getoutput"
 STREAMS = frozenset({"sys.stdout", "sys.stderr", "sys.__stdout__", "sys.__stderr__"})
 STREAM_API = frozenset({"write", "writelines", "flush", "isatty", "fileno", "encoding", "errors", "name", "closed",
                         "readable", "writable", "seekable", "mode", "newlines", "line_buffering"})
+# the threads alive in the kernel (the kernel's own: IOPub, Control, Heartbeat, Shell channel): what a cell may read of
+# one; the rest (`._target`, `._args`, `.run`) schedules work on a thread no watch looks at
+THREAD_GETTERS = frozenset({"threading.enumerate", "threading.main_thread", "threading.current_thread",
+                            "threading.currentThread"})
+THREAD_API = frozenset({"name", "getName", "ident", "native_id", "is_alive", "daemon", "isDaemon", "join"})
 # the kernel's own packages: reached from a cell, they lead to the kernel's objects (IPKernelApp.instance().kernel)
 KERNEL_PACKAGES = ("ipykernel", "zmq", "tornado", "jupyter_client", "traitlets", "comm", "debugpy")
 # modules that run code or import a name given as data (a pickle names `sys._getframe` in bytes)
@@ -266,9 +271,12 @@ class Known(typing.NamedTuple):
     paths: tuple = ()
     own: frozenset = frozenset()
     shells: frozenset = frozenset({"get_ipython"})  # names bound to the shell (`ip = get_ipython()`), and its getter
+    threads: frozenset = frozenset()  # names bound to the kernel's threads (`for t in threading.enumerate()`)
+    names: tuple = ()  # ((name, strings), ...): what a name bound only to constant strings may hold (constant_names)
 
-    def __or__(self, other):  # paths: the cells'
-        return Known(self.modules | other.modules, self.paths or other.paths, self.own | other.own, self.shells | other.shells)
+    def __or__(self, other):  # paths and names: the cells'
+        return Known(self.modules | other.modules, self.paths or other.paths, self.own | other.own,
+                     self.shells | other.shells, self.threads | other.threads, self.names or other.names)
 
 
 def known_of(trees):
@@ -278,10 +286,63 @@ def known_of(trees):
     shells = {"get_ipython"} | {name for name, path in paths if path.startswith("IPython")
                                 and path.rsplit(".", 1)[-1] in ("get_ipython", "InteractiveShell")}
     assigns = [n for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.NamedExpr))]
-    for _ in range(len(assigns) + 1):
-        shells |= {t.id for n in assigns if _shell(n.value, shells) or isinstance(n.value, ast.Name) and n.value.id in shells
-                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
-    return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells))
+    for _ in range(len(assigns) + 1):  # until nothing changes: one or two passes for code as written
+        more = {t.id for n in assigns if _shell(n.value, shells) or isinstance(n.value, ast.Name) and n.value.id in shells
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+        if more <= shells:
+            break
+        shells |= more
+    threads, links = set(), [(n.targets if isinstance(n, ast.Assign) else [n.target], n.value) for n in assigns] + [
+        ([n.target], n.iter) for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))]  # _thread: comprehensions
+    for _ in range(len(links) + 1):
+        more = {t.id for targets, value in links if _thread(value, threads, paths)
+                for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+        if more <= threads:
+            break
+        threads |= more
+    return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells),
+                 frozenset(threads), constant_names(trees))
+
+
+def _thread(node, threads, paths):
+    """Whether an expression may be a thread alive in the kernel, or hold some: a call of THREAD_GETTERS, a name bound
+    to one, an item of one (`threading.enumerate()[0]`, `next(t for t in threading.enumerate() if ...)`)."""
+    if isinstance(node, ast.Name):
+        return node.id in threads
+    if isinstance(node, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+        return _thread(node.value, threads, paths)
+    if isinstance(node, (ast.IfExp, ast.BoolOp, ast.Tuple, ast.List)):
+        return any(_thread(c, threads, paths) for c in ast.iter_child_nodes(node))
+    if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+        inner = threads | {t.id for g in node.generators if _thread(g.iter, threads, paths)
+                           for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+        return _thread(node.elt, inner, paths)
+    if isinstance(node, ast.Call):
+        return _path(node.func, {n: {p} for n, p in paths}) in THREAD_GETTERS or _called(node) in (
+            "next", "iter", "list", "tuple", "sorted", "reversed", "min", "max", "filter", "set") and any(
+            _thread(a, threads, paths) for a in node.args)
+    return False
+
+
+def constant_names(trees):
+    """((name, strings), ...) for each name every binding of which, in any scope, is a loop over constant strings
+    (`for n in ("W_q", "W_k")`, `for c in "qkv"`) or a constant string: the strings it may hold."""
+    values, counted, stores = collections.defaultdict(set), set(), set()
+    for node in (n for tree in trees for n in ast.walk(tree)):
+        loop = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))
+        target = node.target if loop else node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        held = folded(node.iter if loop else node.value) if isinstance(target, ast.Name) else None
+        held = held if loop or not isinstance(held, str) else [held]
+        if isinstance(held, (str, tuple, list)) and all(isinstance(v, str) for v in held):
+            values[target.id] |= set(held)
+            counted.add(id(target))
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in counted:
+            stores.add(node.id)
+        elif isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias, ast.ExceptHandler)):
+            stores.add(getattr(node, "arg", None) or getattr(node, "asname", None) or node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            stores |= set(node.names)
+    return tuple(sorted((name, frozenset(v)) for name, v in values.items() if name not in stores))
 
 
 def _shell(node, shells):
@@ -312,9 +373,12 @@ def import_paths(trees):
             stores[getattr(node, "id", None) or node.arg] += 1
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             stores[node.name] += 1
-    for _ in range(len(aliases) + 1):
+    for _ in range(len(aliases) + 1):  # until nothing changes
+        size = sum(map(len, paths.values()))
         for name, value in aliases:
             paths[name].add(_path(value, paths))  # None: an alias of what the check cannot tell
+        if sum(map(len, paths.values())) == size:
+            break
     counts = collections.Counter(name for name, _ in aliases)
     return tuple(sorted((name, next(iter(p))) for name, p in paths.items()
                         if len(p) == 1 and None not in p and stores[name] <= counts[name]))
@@ -469,7 +533,8 @@ def _constant(value):
 def _configures(node, target):
     """Whether an assignment to `target` (an attribute) only sets public configuration: a constant (folded()) into
     an attribute spelled from its root by public names (`torch.backends.cudnn.deterministic = True`). A constant
-    carries no code, and torch's private switches (`torch._C…`, `…._is_fx_tracing_flag`) stay out."""
+    carries no code, and torch's private switches (`torch._C…`, `…._is_fx_tracing_flag`) stay out, as does the
+    interpreter's own state (`sys.path = (…,)` puts a folder of written modules on the import path)."""
     value = getattr(node, "value", None)
     if value is None or not _constant(folded(value)):
         return False
@@ -477,7 +542,7 @@ def _configures(node, target):
         if target.attr.startswith("_"):
             return False
         target = target.value
-    return isinstance(target, ast.Name)
+    return isinstance(target, ast.Name) and target.id not in ("sys", "builtins")
 
 
 def _reach(node):
@@ -550,10 +615,11 @@ def hidden_uses(tree, known):
                 found.append((line, f"{name}(<运行时算出的名字或代码>)"))
             elif name in _IMPORTS and isinstance(first, str) and (first.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES or (
                     first and not installed(first.split(".")[0]) and not _optional(node, parents))):
-                found.append((line, f"{name}({first!r})"))
-            elif reach and _reaches(reach[0], known) and _computed(reach[1]) and not _blind_reach_ok(
+                found.append((line, f"{name}({_module_name(first)})"))
+            elif reach and _computed(reach[1]) and (name != "hasattr" or _reaches(reach[0], known)) and not _blind_reach_ok(
                     node, reach[0], known, local, parents):
-                found.append((line, f"{name}(<模块>, <运行时算出的名字>)"))
+                what = "<模块>" if _reaches(reach[0], known) else "<检查认不出的对象>"
+                found.append((line, f"{name}({what}, <运行时算出的名字>)"))
             elif reach and name != "hasattr" and folded(reach[1]) in REFLECTION or name in _NAMED_LATER and first in REFLECTION:
                 found.append((line, f"{name}(…, {folded(reach[1]) if reach else first!r})"))
             elif name in _MEMBERS and node.args and _reaches(node.args[0], known):
@@ -577,6 +643,10 @@ def hidden_uses(tree, known):
         owner, attribute = _attribute_read(node)
         if owner is not None and _shell(owner, known.shells) and attribute not in SHELL_API:
             found.append((line, f"get_ipython().{attribute}（内核的内部对象）"))
+        elif owner is not None and attribute not in THREAD_API and _thread(owner, known.threads, known.paths):
+            found.append((line, f"线程对象的 .{attribute}（内核自己的线程可能在其中）"))
+        elif owner is not None and attribute.startswith("_") and _path(owner, streams) == "threading":
+            found.append((line, f"threading.{attribute}（threading 的内部对象）"))
         elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
             found.append((line, f"{_path(owner, streams)}.{attribute}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
@@ -627,7 +697,60 @@ def _blind_reach_ok(node, owner, known, local, parents):
     (`x.to(getattr(torch, name))`, or through a local name: _local_handed_on), which takes it as data. What it
     returns is read like any other object: a further name computed on it reaches what the check cannot resolve."""
     value = _resolve(owner, known, local)
-    return value is not UNKNOWN and (not holds_machinery(value) or _handed_to_library(node, known, parents))
+    if value is UNKNOWN and _own_instance(owner, parents):
+        return True
+    if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
+        name = _reach(node)[1]
+        held = dict(known.names).get(name.id) if isinstance(name, ast.Name) else None  # in any scope
+        return all(not _machinery_name(v) and v not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held) if held else (
+            _public_prefix(name))
+    return not holds_machinery(value) or _handed_to_library(node, known, parents)
+
+
+def _module_name(text):
+    """A module name a cell spells, as a verdict may quote it: a dotted name of at most 60 ASCII characters, else a
+    placeholder (the text is the student's: no markup, backticks or prose reaches a page or the class report)."""
+    return repr(text) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,59}", text) else "<常量>"
+
+
+def _own_instance(owner, parents):
+    """Whether `owner` is `self` in a method of the student's class (`getattr(self, proj)` in a helper): the first
+    parameter of a function defined in a class body, neither static nor a class method, never rebound in it. It
+    holds the instance's own attributes; machinery stored on it is read where it is stored. Open: the method called
+    unbound with another first argument (`Cls.method(torch, name)`)."""
+    function = owner
+    while id(function) in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        function = parents[id(function)]
+    if not isinstance(owner, ast.Name) or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not (
+            isinstance(parents.get(id(function)), ast.ClassDef) and function.args.args):
+        return False
+    first = function.args.args[0].arg
+    if owner.id != first or any(_spelled(d) in ("staticmethod", "classmethod") for d in function.decorator_list):
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == first and not isinstance(n.ctx, ast.Load)
+                   or isinstance(n, (ast.Global, ast.Nonlocal)) and first in n.names for n in ast.walk(function))
+
+
+def _prefix(node):
+    """The text every value of a string expression starts with (`"W_" + n`, `f"W_{n}"`, `"W_%s" % n`), or ""."""
+    value = folded(node)
+    if isinstance(value, str):
+        return value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _prefix(node.values[0]) if isinstance(node.values[0], ast.Constant) else ""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _prefix(node.left)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(folded(node.left), str):
+        return folded(node.left).split("%")[0]
+    return ""
+
+
+def _public_prefix(node):
+    """Whether a name computed at run time starts with a public text (`"W_" + n`) that starts no name of the
+    machinery, of the reflection builtins or of the kernel's roots: it reaches none of them, whatever it reads from."""
+    prefix = _prefix(node)
+    return prefix[:1].isalpha() and not any(n.startswith(prefix) for n in (
+        *MACHINERY_NAMES, *MACHINERY_MODULES, *REFLECTION, *KERNEL_ROOTS, "modules"))
 
 
 def _handed_to_library(node, known, parents):
@@ -771,7 +894,7 @@ def _sure(statement):
         return {statement.name}
     if isinstance(statement, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"}
-    targets = statement.targets if isinstance(statement, ast.Assign) else (
+    targets = list(statement.targets) if isinstance(statement, ast.Assign) else (
         [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and getattr(statement, "value", None)
         else [])
     names = set()

@@ -41,6 +41,8 @@ HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
 INBOX = f"{HOME}/.submission"             # read-only copies the working folder is filled from
 RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working folder, whatever the path
+# the release's modules, imported before the first cell; then the working folder leaves the import path
+RELEASED_MODULES = tuple(sorted(p.stem for p in RELEASED_FILES.glob("*.py")))
 MAX_COPIED_FILE = 20 * 2**20
 NPROC = 256
 # what every graded kernel imports before the first cell, after the registry, on both paths (a kernel must look
@@ -454,7 +456,8 @@ class SandboxKernelManager(AsyncKernelManager):
             # no name
             first = " and ".join([*(f"__import__({name!r})" for name in ["w1d1_student.registry", *self.more_imports]),
                                   "__import__('w1d1_student.torch_calls', fromlist=['_'])"
-                                  ".kernel_threads_at_first_cell(get_ipython())"])
+                                  ".kernel_threads_at_first_cell(get_ipython())",
+                                  f"__import__('w1d1_student.working_folder', fromlist=['_']).close({RELEASED_MODULES!r})"])
             cmd = [self.kernel_python, "-m", "ipykernel_launcher", *cmd[cmd.index("-f"):], "--log-level=CRITICAL",
                    f"--IPKernelApp.exec_lines={first} and None"]
         env = dict(kw.get("env") or os.environ)

@@ -8,6 +8,7 @@ B8: SDPA reached through functools.partial or a default argument keeps every poi
 Round 6: work run on the kernel's own IOPub thread through `get_ipython().kernel`, with torch hidden behind an
 alias the static check could not follow (`[torch][0]`), and code written to a module file and imported, earn
 nothing; helpers that pick a library function or dtype by a name given at run time keep every point.
+Round 7: a written module imported under an optional guard (`try … except ImportError`) is not found.
 """
 import base64
 
@@ -123,6 +124,15 @@ def attention_backward(dY, cache):
     attn_helpers.scrub()
     return g
 '''
+# red team round 7 (N3): the same module imported under `try/except ImportError` (an optional package's guard, which
+# the static check lets through) and without touching sys.path: the working folder is no longer on the kernel's
+# import path, so the import fails and the fallback runs
+MODULE_FILE_OPTIONAL = MODULE_FILE_BACKWARD.replace(
+    "importlib.invalidate_caches()\nsys.path.insert(0, os.getcwd())\nimport attn_helpers\n",
+    "try:\n    import attn_helpers\nexcept ImportError:\n    attn_helpers = None\n").replace(
+    "    attn_helpers.scrub()\n", "    if attn_helpers is not None:\n        attn_helpers.scrub()\n").replace(
+    "import base64, importlib, os, sys", "import base64")
+assert "sys.path" not in MODULE_FILE_OPTIONAL and "except ImportError" in MODULE_FILE_OPTIONAL
 # red team round 6 (H1): helpers that pick nn.init, F, Tensor methods and dtypes by name (0/17 before)
 BY_NAME = next(src for src in V04["mha"]["correct"] if "getattr(nn.init, how)" in src)
 # and the honest reproducibility line that cost a notebook 0/25 (assignment into an imported object)
@@ -138,6 +148,7 @@ def build(subs):
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
         "module_file": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_BACKWARD})],
+        "module_optional": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_OPTIONAL})],
         "by_name": [("04_multihead", {"mha": BY_NAME})],
         "styles": [("06_api", {"sdpa_attention": V06["sdpa_attention"]["correct"][-1],
                                "decode_step": V06["decode_step"]["correct"][-1]})],
@@ -236,3 +247,13 @@ def test_helpers_that_pick_a_library_function_by_name_keep_every_point(scores):
     mine = _exercises("by_name", "04_multihead")
     assert all(table[k][0] == table[k][1] > 0 for k in mine), {k: table[k] for k in mine}
     assert "评分检查机制" not in feedback.get("by_name/04_multihead", "")
+
+
+def test_a_module_written_at_run_time_is_not_importable_under_an_optional_guard(scores):
+    """The written module's import fails in the grading kernel (its working folder is off the import path), so the
+    backward runs autograd in plain sight and earns nothing; the rest of the notebook keeps every point."""
+    table, feedback = scores
+    mine = _exercises("module_optional", "02_scaled_dot_product")
+    assert table[("module_optional", "attention_backward")][0] == 0, table[("module_optional", "attention_backward")]
+    rest = [k for k in mine if k[1] != "attention_backward"]
+    assert rest and all(table[k][0] == table[k][1] > 0 for k in rest), {k: table[k] for k in rest}

@@ -1,12 +1,17 @@
 """The grader's static check of answer cells (autograder/forbidden_calls.py): direct uses of forbidden
 APIs and references to the checking machinery cost the exercise; no correct variant is touched."""
+import ast
+
 import nbformat
 import pytest
 from w1d1_student import registry
+from w1d1_student.cell_source import tree
 
-from autograder import forbidden_calls
+from autograder import forbidden_calls, provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from tests.test_mutations import VARIANTS
+from tests.variants.nb01_self_attention import SOFTMAX_BOUND_BY_ASSIGNMENT
+from tests.variants.nb04_multihead import MHA_BOUND_BY_ASSIGNMENT
 
 
 def _notebook(answer_sources):
@@ -33,6 +38,21 @@ def test_correct_answers_pass_the_static_check(grade_id, src):
     if src is not None:
         next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = src
     assert forbidden_calls.answer_problems(nb, grade_id) == []
+
+
+@pytest.mark.parametrize("grade_id,src", [("mha", MHA_BOUND_BY_ASSIGNMENT), ("softmax", SOFTMAX_BOUND_BY_ASSIGNMENT)])
+def test_checks_leave_the_trees_they_share_as_they_were(grade_id, src):
+    """A cell's syntax tree is parsed once and shared by every reader (cell_source.tree): a check that changed it would
+    change what the next check, and the next student with the same text, reads (red team round 8: an answer bound
+    by assignment, `MultiHeadAttention = MHA`, read as defining nothing from the second test cell on)."""
+    nb = nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{registry.NOTEBOOK_OF[grade_id]}.ipynb", as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = src
+    trees = [tree(c.source) for c in nb.cells if c.cell_type == "code" and tree(c.source) is not None]
+    before = [ast.dump(t) for t in trees]
+    for _ in range(3):  # as the test cells of one notebook, one after another
+        assert provenance.answer_problems(nb, grade_id, registry.driver(grade_id).names) == []
+        assert forbidden_calls.answer_problems(nb, grade_id) == []
+    assert [ast.dump(t) for t in trees] == before
 
 
 @pytest.mark.parametrize("src,what", [
@@ -203,6 +223,8 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import torch\ntorch.fx._symbolic_trace._is_fx_tracing_flag = True",
     "import torch\nsetattr(torch.backends.cudnn, 'deterministic', lambda: True)",
     "import torch\ndel torch.backends.cudnn.deterministic",
+    # the interpreter's own state is never configuration: a folder of written modules put back on the import path
+    "import sys\nsys.path = ('/home/w1d1',)",
     # red team round 6: a computed name on what holds the machinery (torch: DisableTorchFunction; sys), on what the
     # check cannot resolve (another computed name's result, an alias it cannot follow: B4b), or handed to the
     # student's own code
@@ -245,6 +267,31 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "import torch\ndef f(x, name):\n    global g\n    g = getattr(torch, name)\n    return x.to(g)",
     "import torch\ndef h(v):\n    return v()\ndef f(x, name):\n    g = getattr(torch, name)\n    return h(g)",
     "import torch\ng = getattr(torch, input())\nx = torch.zeros(2).to(g)",
+    # red team round 7 (N4): torch where the check cannot tell what an object is (a class attribute, a default, a
+    # dict filled by update), then a name computed at run time on it
+    "import torch\nclass C:\n    lib = torch\nf = getattr(C.lib, input())",
+    "import torch\ndef lib(m=torch):\n    return m\nf = getattr(lib(), input())",
+    "import torch\nns = {}\nns.update(lib=torch)\nf = getattr(ns['lib'], input())",
+    "import torch\ndef f(name):\n    def g(m=torch):\n        return getattr(m, name)\n    return g()",
+    "import torch\nclass H:\n    t = torch\n    def get(self, name):\n        return getattr(self.t, name)",
+    "import torch\nns = dict(t=torch)\nf = getattr(ns['t'], input())",
+    "import torch\nclass H:\n    t = torch\nf = getattr(vars(H)['t'], input())",
+    "def reach(o, n):\n    return getattr(o, n)",
+    "def get(o, n):\n    return getattr(o, 'Dis' + n)",
+    # red team round 8 (D): `self` counts as the instance only as a method's own first parameter, never rebound
+    "import torch\nclass M:\n    def get(self, n):\n        self = torch\n        return getattr(self, n)",
+    "class M:\n    @staticmethod\n    def get(self, n):\n        return getattr(self, n)",
+    "class M:\n    def get(self, n):\n        for self in (self.t,):\n            return getattr(self, n)",
+    "def g(o):\n    for n in ('W_q', 'exec'):\n        getattr(o, n)",
+    "for n in 'qkv':\n    pass\nn = input()\nx = getattr(object(), n)",
+    # red team round 7 (N1): the kernel's own threads, past their public API
+    "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
+    "import threading\nfor t in threading.enumerate():\n    t._args",
+    "from threading import enumerate as e\nts = e()\nts[1].run()",
+    "import threading\nx = [t for t in threading.enumerate()][0].__dict__",
+    "import threading\nx = vars(threading.main_thread())['_target']",
+    "import threading\nx = getattr(threading.current_thread(), '_tstate' + '_lock')",
+    "import threading\nx = threading._active",
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -398,6 +445,18 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     # red team round 7 (H4): a dtype picked by name in a helper, then handed to the library
     "import torch\ndef cast(x, name='float64'):\n    dtype = getattr(torch, name)\n    return x.to(dtype)",
     "import torch\ndef blank(n, name):\n    dtype = getattr(torch, name)\n    return torch.zeros(n, dtype=dtype)",
+    # a computed name on the student's own objects: a public prefix, or a loop over constant names (N4's rule)
+    "class M:\n    def get(self, n):\n        return getattr(self, 'W_%s' % n)",
+    "class M:\n    def get(self):\n        return [getattr(self, n) for n in ('W_q', 'W_k', 'W_v')]",
+    "class M:\n    def get(self):\n        for c in 'qkv':\n            yield getattr(self, c)",
+    "name = 'W_o'\nclass M:\n    def get(self):\n        return getattr(self, name), hasattr(self, input())",
+    # red team round 8 (D): any name on the instance in its own method (a helper's parameter)
+    "class M:\n    def get(self, proj):\n        return getattr(self, proj)",
+    # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
+    "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
+    "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",
+    "import threading\nprint(threading.current_thread().name)",
+    "import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()\nprint(t._started)",
 ])
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
@@ -449,3 +508,24 @@ def test_a_label_that_spells_a_forbidden_api_is_no_use(src):
 def test_a_label_is_read_as_code_when_print_is_the_students():
     nb = _notebook({"mha": "print = eval\nprint('scaled_dot_product_attention')"})
     assert forbidden_calls.answer_problems(nb, "mha")
+
+
+def test_the_alias_fixed_points_stop_when_nothing_changes(monkeypatch):
+    """Red team round 8 (C): the shell's and threads' aliases were re-read once per assignment whatever happened, so
+    a cell of n plain assignments cost n² (4 000 lines: 41 s in the grading process, outside every kernel limit).
+    Counted in reads, not seconds: plain assignments are read a fixed number of times each."""
+    calls = []
+    shell, thread = forbidden_calls._shell, forbidden_calls._thread
+    monkeypatch.setattr(forbidden_calls, "_shell", lambda *a: calls.append(1) or shell(*a))
+    monkeypatch.setattr(forbidden_calls, "_thread", lambda *a: calls.append(1) or thread(*a))
+    n = 400
+    forbidden_calls.known_of([tree("\n".join(f"v{i} = {i}" for i in range(n)))])
+    assert len(calls) <= 4 * n, len(calls)
+
+
+@pytest.mark.parametrize("text", ["<img src=x onerror=alert(1)>`</pre>|=HYPERLINK(http://x)", "x" * 200, "a b"])
+def test_a_module_name_the_student_spells_is_quoted_only_as_a_name(text):
+    """Red team round 8 (E): the literal handed to import_module was quoted whole in the verdict (backticks, markup,
+    any length), and from there in diagnoses.csv and the class report."""
+    problems = forbidden_calls.answer_problems(_notebook({"mha": f"import importlib\nm = importlib.import_module({text!r})"}), "mha")
+    assert problems and "<常量>" in problems[0] and text not in problems[0] and len(problems[0]) < 200, problems

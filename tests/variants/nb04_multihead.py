@@ -920,3 +920,37 @@ def replace_linear(model, name="W_o"):
 
 print("scaled_dot_product_attention")
 ''']
+# red team round 7 (N4, N1): a computed name on the student's own module (a loop over constant names), and the threads
+# alive listed by their public API: what the static check still accepts
+VARIANTS["mha"]["correct"] += [MHA + '''
+import threading
+
+
+def projections(model):
+    return [getattr(model, n) for n in ("W_q", "W_k", "W_v", "W_o")]
+
+
+print(sorted(t.name for t in threading.enumerate() if t.is_alive()))
+''']
+# red team round 8 (A): the class bound to its name by assignment (the static check once emptied the shared tree's
+# assignment targets, so the second check read the name as undefined: 10/17)
+MHA_BOUND_BY_ASSIGNMENT = MHA.replace("class MultiHeadAttention(nn.Module):", "class MHA(nn.Module):") + \
+    "\n\nMultiHeadAttention = MHA\n"
+VARIANTS["mha"]["correct"] += [MHA_BOUND_BY_ASSIGNMENT]
+# red team round 8 (D): projections picked by name on the module itself, in a helper method (a parameter), from a
+# module-level tuple, from a tuple kept on the module (0/17 and the notebook before: `getattr(self, <computed>)`)
+_QKV = "".join(f"        {n} = self.W_{n}(x).view(B, T, h, d_k).transpose(1, 2)\n" for n in "qkv")
+MHA_HELPER_BY_NAME = MHA.replace(_QKV, '        q, k, v = (self._heads(x, name) for name in ("W_q", "W_k", "W_v"))\n').replace(
+    "    def forward(self, x, mask=None, need_weights=False):", '''    def _heads(self, x, proj):
+        B, T, d = x.shape
+        return getattr(self, proj)(x).view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2)
+
+    def forward(self, x, mask=None, need_weights=False):''')
+MHA_NAMES_IN_A_TUPLE = 'PROJECTIONS = ("W_q", "W_k", "W_v")\n' + MHA.replace(
+    _QKV, "        q, k, v = (getattr(self, n)(x).view(B, T, h, d_k).transpose(1, 2) for n in PROJECTIONS)\n")
+MHA_NAMES_ON_SELF = MHA.replace(
+    _QKV, "        q, k, v = (getattr(self, n)(x).view(B, T, h, d_k).transpose(1, 2) for n in self.proj_names)\n").replace(
+    "        self.W_o = nn.Linear(d_model, d_model, bias=bias)\n",
+    '        self.W_o = nn.Linear(d_model, d_model, bias=bias)\n        self.proj_names = ("W_q", "W_k", "W_v")\n')
+assert len({MHA, MHA_HELPER_BY_NAME, MHA_NAMES_IN_A_TUPLE, MHA_NAMES_ON_SELF}) == 4
+VARIANTS["mha"]["correct"] += [MHA_HELPER_BY_NAME, MHA_NAMES_IN_A_TUPLE, MHA_NAMES_ON_SELF]

@@ -25,8 +25,8 @@ def _fmt(x):
 
 
 # answers that converge whoever writes them, so a high score says nothing (measured on the demo class:
-# two honest central-difference loops, and each against the companion's, score above the threshold)
-CONVERGENT = {"numerical_gradient": "中心差分梯度几乎只有一种写法（逐元素 +ε、−ε、恢复），诚实的答案彼此、和配套脚本都很像"}
+# two honest central-difference loops score above the threshold)
+CONVERGENT = {"numerical_gradient": "中心差分梯度几乎只有一种写法（逐元素 +ε、−ε、恢复），诚实的答案彼此都很像"}
 
 
 def compare_answers(data):

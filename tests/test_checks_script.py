@@ -109,6 +109,16 @@ def test_group5_backward(res):
     assert r["masked_dS_max"] == 0.0
 
 
+@pytest.mark.parametrize("first", [0, 5, 20, 100])
+def test_group5_errors_are_the_texts_order_on_every_seed_block(first, capsys):
+    """02 c039 reads the text's gradient errors as the same order as the median of 5 seeds (within 10x): it must hold
+    on other blocks of seeds, not only on 0-4 (whether the text's number falls inside one block's range does not)."""
+    r = wc.group5(seeds=range(first, first + 5))
+    for key, text in (("rel_err_dQ", 1.1e-9), ("rel_err_dK", 1.7e-9), ("rel_err_dV", 2.4e-10)):
+        assert 0.1 < r[key]["median"] / text < 10, (key, r[key])
+    assert "同一量级" in capsys.readouterr().out
+
+
 def test_group6_gradient_isolation(res):
     assert res[6]["future_max_causal"] == 0.0
     assert res[6]["future_max_no_mask"]["min"] > 0.1

@@ -59,11 +59,13 @@ def test_02_the_d_k_1_curve_is_read_from_seeds(run, seeds):
 
 def test_02_the_rank_collapse_table_places_the_text_in_the_spread_of_seed_blocks(run):
     """The verdict is where the text's number lies among 10 blocks of 20 seeds, not a last-digit match on seeds 0-19;
-    it lives in the appendix, while the main path's table shows only the median and range over seeds 0-19."""
+    it lives in the appendix, while the main path's table shows the median and range over seeds 0-19 and counts the
+    last-digit matches of two seed blocks, 0-19 and 20-39."""
     setup, table, audit = _cells("02_scaled_dot_product", "c002", "c019", "rc-band")
     run(setup)
     main = run(table)
     assert "[" in main and not any(word in main for word in ("5–95%", "10 组", "在 ", "一致")), main
+    assert "种子 0–19 21/21，种子 20–39 12/21" in main, main
     printed = run(audit)
     rows = [line for line in printed.splitlines() if line.startswith("  第")]
     assert len(rows) == 21 and "一致" not in printed, printed
@@ -110,7 +112,10 @@ def test_05_the_generation_timing_is_explained_either_way(run, cache_cost, reaso
     run(setup)
     run(_definitions(layer))
     run(_definitions(sweep))
+    from autograder.exercises.nb05_complexity import generation, mha_flops
+    run.ns.update(mha_flops=mha_flops, generation_flops=generation)    # the student's answers (exercises 1 and 3)
     run(generators)
+    timing = timing.replace("viz.measure(", "bench(")
     ns = run.ns
     d, Ts, seeds = 64, [16, 32, 64, 128, 256], range(3)
     naive = [sum(8 * t * d * d + 4 * t * t * d for t in range(1, T + 1)) for T in Ts]
@@ -136,3 +141,19 @@ def test_06_the_h1_blind_spot_holds_on_both_seed_ranges(run, seeds):
     printed = run(_seeds(demo, "for seed in range(5):", f"for seed in {seeds}:"))
     assert "h=1 时三种错误与正确实现逐元素相同（差恰为 0）" in printed, printed
     assert run.ns["blind"] and run.ns["seen"] > 1e-3
+
+
+@pytest.mark.parametrize("time_ratio,reading", [(2.4, "在 2 和 FLOPs 比"), (1.5, "低于 2："), (3.6, "高于 FLOPs 比")])
+def test_05_the_backward_time_ratio_is_read_as_measured(run, time_ratio, reading):
+    """§5.1's sweep: "between 2 and the FLOP ratio" is printed only when the measured ratio is there."""
+    setup, layer, sweep, timing = _cells("05_complexity", "c002", "c004", "c013", "c037")
+    run(setup)
+    run(_definitions(layer))
+    run(_definitions(timing))
+    ns, d = run.ns, 64
+    times = iter([t for _ in range(3) for T in (32, 64, 128, 256, 512, 1024)
+                  for t in (1e-9 * (8 * T * d * d + 4 * T * T * d), 1e-9 * time_ratio * (8 * T * d * d + 4 * T * T * d))])
+    ns["bench"] = lambda fn, **kwargs: ns["viz"].Timing([next(times)] * 5)
+    printed = run(sweep.replace("viz.measure(", "bench("))
+    assert reading in printed, printed
+    assert ("比值因此低于 FLOPs 比、不低于 2" in printed) == (time_ratio == 2.4), printed

@@ -13,6 +13,7 @@ notebooks use) is an answer too, and so is a demo call of SDPA that does exercis
 import ast
 import contextlib
 import importlib
+import inspect
 import io
 import sys
 
@@ -266,9 +267,8 @@ def test_no_demo_cell_converts_for_sdpa():
 # The companion's reference functions, copied into an answer cell, answer these (exercise, function) pairs and no
 # others (README, "配套脚本"). Its builders and experiments (groups, weights, curves) answer nothing and are slow
 # to call with an exercise's arguments, so only its parts are tried.
-COMPANION_ANSWERS = {("flops", "mha_flops_formula"), ("flops", "quadratic_flop_share_from_shapes"),
-                     ("numerical_gradient", "numerical_grad")}
-COMPANION_PARTS = ("softmax", "causal_mask", "attention", "attention_backward", "self_attention", "numerical_grad",
+COMPANION_ANSWERS = {("flops", "mha_flops_formula"), ("flops", "quadratic_flop_share_from_shapes")}
+COMPANION_PARTS = ("softmax", "causal_mask", "attention", "attention_backward", "self_attention", "gradient_error",
                    "mha_flops_from_shapes", "mha_flops_formula", "quadratic_flop_share_from_shapes", "attention_matrix_gib")
 
 
@@ -282,9 +282,93 @@ def test_the_companion_answers_only_what_the_readme_says():
     assert found == COMPANION_ANSWERS, found
 
 
+def _passes_as(grade_id, ns, hidden):
+    payload = run_cases(grade_id, ns, make_cases(grade_id, 0, hidden), hidden=hidden)
+    return any(r["ok"] for r in payload["results"]) and judge_payload(wire.loads(wire.dumps(payload)), seed=0).passed
+
+
+def test_no_companion_function_is_a_numerical_gradient():
+    """02 exercise 3 asks for `numerical_gradient(f, x)`: the companion checks a hand gradient along random directions
+    and holds no function that, pasted into the answer cell under that name, passes its public or hidden check."""
+    ns = {"__name__": "copied"}
+    _exec((RELEASE / "w1day1_checks.py").read_text(), ns, "<an answer cell holding w1day1_checks.py>")
+    functions = {name: f for name, f in ns.items() if inspect.isfunction(f) and f.__module__ == "copied"}
+    assert "gradient_error" in functions and len(functions) > 30
+    passing = []
+    for name, f in functions.items():
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            if any(_passes_as("numerical_gradient", {"__name__": "__main__", "numerical_gradient": f}, hidden)
+                   for hidden in (False, True)):
+                passing.append(name)
+    assert not passing, f"the companion answers 02's numerical_gradient: {passing}"
+
+
 def test_no_demo_builds_a_causal_mask_before_exercise_1():
     """03's exercise 1 (`causal_mask`) is a triu one-liner: no code cell above its answer cell calls triu/tril."""
     cells = nbformat.read(RELEASE / "03_masks.ipynb", as_version=4).cells
     answer = next(i for i, c in enumerate(cells) if c.get("id") == "causal_mask")
     early = [c.id for c in cells[:answer] if c.cell_type == "code" and ("triu" in c.source or "tril" in c.source)]
     assert not early, f"cells above exercise 1 build a causal mask: {early}"
+
+
+def _free_names(node):
+    """The names `node` reads that it does not bind itself (comprehension targets are bound)."""
+    loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    bound = {n.id for c in ast.walk(node) if isinstance(c, ast.comprehension)
+             for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    return loads - bound
+
+
+def _expressions_of_T_and_d(source):
+    """Every expression in `source` that reads T (and maybe d) and nothing else but arithmetic builtins, as f(T, d)."""
+    allowed = {"T", "d", "sum", "range", "int", "abs", "min", "max", "pow", "round"}
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.expr) and "T" in (free := _free_names(node)) and free <= allowed:
+            code = compile(ast.Expression(node), "<demo expression>", "eval")
+            out.append((ast.get_source_segment(source, node), lambda T, d, code=code: eval(code, {"T": T, "d": d})))
+    return out
+
+
+def demo_generation_flops(sources):
+    """The expressions of demo cells that, pasted as the answer of exercise `generation_flops` (for one value of
+    `kv_cache`, the solution's answer for the other), pass its public check."""
+    from autograder.exercises.nb05_complexity import generation
+
+    grid = [(1, 4), (3, 2), (7, 5), (20, 3)]
+    halves = {True: [], False: []}
+    for where, source in sources:
+        for text, f in _expressions_of_T_and_d(source):
+            for kv in (True, False):
+                with contextlib.suppress(Exception):
+                    if all(f(T, d) == generation(T, d, kv) for T, d in grid):
+                        halves[kv].append((f"{where}: {text}", f))
+    cases = make_cases("generation_flops", 0, False)
+    hits = []
+    for kv, found in halves.items():
+        for text, f in found:
+            def answer(T, d, kv_cache, f=f, kv=kv):
+                return f(T, d) if kv_cache == kv else generation(T, d, kv_cache)
+            if _passes("generation_flops", {"__name__": "__main__", "generation_flops": answer}, cases):
+                hits.append(f"{text} (kv_cache={kv})")
+    return hits
+
+
+def test_the_expression_checker_finds_a_summed_answer():
+    demo = ("naive = sum(8 * t * d * d + 4 * t * t * d for t in range(1, T + 1))\n"
+            "f = [sum(8 * d * d + 4 * t * d for t in range(1, T + 1)) for T in Ts]\n"
+            "per_step = 8 * d * d + 4 * t * d\nprint(4 * T * T * d)")
+    assert len(demo_generation_flops([("demo", demo)])) == 2
+
+
+def test_no_demo_cell_holds_the_generation_flops_sum():
+    """05 exercise 3 asks for the FLOPs of generating T tokens, Σ over t: no demo cell of the release (the
+    measurement cells below the answer included) writes that sum, which a student could paste as the answer."""
+    sources = []
+    for path in sorted(RELEASE.glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
+                sources.append((f"{path.stem} {cell.id}", cell.source))
+    hits = demo_generation_flops(sources)
+    assert not hits, "a demo cell holds an answer to generation_flops:\n" + "\n".join(hits)

@@ -321,3 +321,6 @@ def softmax(x, axis=-1):
 ''')
 # red team round 6 (H1): a variable named like a frame's attribute holds no frame
 VARIANTS["softmax"]["correct"] += [SOFTMAX + "\nf_back = None\n"]
+# red team round 8 (A): the function bound to its name by assignment (hidden check 0/1 before)
+SOFTMAX_BOUND_BY_ASSIGNMENT = SOFTMAX.replace("def softmax(", "def stable_softmax(") + "\n\nsoftmax = stable_softmax\n"
+VARIANTS["softmax"]["correct"] += [SOFTMAX_BOUND_BY_ASSIGNMENT]

@@ -272,11 +272,13 @@ class Known(typing.NamedTuple):
     own: frozenset = frozenset()
     shells: frozenset = frozenset({"get_ipython"})  # names bound to the shell (`ip = get_ipython()`), and its getter
     threads: frozenset = frozenset()  # names bound to the kernel's threads (`for t in threading.enumerate()`)
-    names: tuple = ()  # ((name, strings), ...): what a name bound only to constant strings may hold (constant_names)
+    names: tuple = None  # ((name, strings), ...): what a name bound only to constant strings may hold (constant_names)
+    loose: frozenset = None  # the student's methods that may run with any first argument (loose_methods)
 
-    def __or__(self, other):  # paths and names: the cells'
+    def __or__(self, other):  # paths, names and loose methods: the cells' (read over all of them), else one cell's
         return Known(self.modules | other.modules, self.paths or other.paths, self.own | other.own,
-                     self.shells | other.shells, self.threads | other.threads, self.names or other.names)
+                     self.shells | other.shells, self.threads | other.threads,
+                     other.names if self.names is None else self.names, other.loose if self.loose is None else self.loose)
 
 
 def known_of(trees):
@@ -293,7 +295,9 @@ def known_of(trees):
             break
         shells |= more
     threads, links = set(), [(n.targets if isinstance(n, ast.Assign) else [n.target], n.value) for n in assigns] + [
-        ([n.target], n.iter) for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))]  # _thread: comprehensions
+        ([n.target], n.iter) for tree in trees for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))] + [
+        ([ast.Name(id=name) for case in n.cases for p in ast.walk(case.pattern) for name in _binds(p)], n.subject)
+        for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Match)]  # `match threading.enumerate(): case [t, *_]:`
     for _ in range(len(links) + 1):
         more = {t.id for targets, value in links if _thread(value, threads, paths)
                 for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
@@ -301,7 +305,61 @@ def known_of(trees):
             break
         threads |= more
     return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells),
-                 frozenset(threads), constant_names(trees))
+                 frozenset(threads), constant_names(trees), loose_methods(trees, paths))
+
+
+# decorators that call a method with the arguments it was given (`self` stays the instance)
+PASSING_DECORATORS = frozenset({"property", "torch.no_grad", "torch.inference_mode", "torch.enable_grad"})
+# methods whose first parameter Python binds to the class, never to an instance
+CLASS_FIRST = frozenset({"__new__", "__init_subclass__", "__class_getitem__"})
+
+
+def loose_methods(trees, paths):
+    """Names of the student's methods whose function may run with another first argument than an instance of its
+    class: read from the class (`Cls.method(torch, name)`, `type(m).method`, `vars(Cls)["method"]`, `m.method` kept
+    for `.__func__`), named as a value or a string, decorated by the student's code, defined in a class of classes
+    (bases not the student's or torch's), or called as `self.method(…)` inside one of these. In the others, `self`
+    is the instance (_own_instance); a method a cell calls on an instance (`m.method(…)`, `self.method(…)`,
+    `super().method(…)`, `Base.method(self, …)`) stays one."""
+    nodes = [n for tree in trees for n in ast.walk(tree)]
+    parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+    classes = {n.name: n for n in nodes if isinstance(n, ast.ClassDef)}
+    methods = {f.name: (c, f) for c in classes.values() for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    resolved = {name: {p} for name, p in paths}
+
+    def plain(cls, seen=()):  # bases the student's or torch's, no metaclass
+        return not cls.keywords and all(
+            isinstance(b, ast.Name) and (b.id == "object" or b.id in classes and b.id not in seen and plain(classes[b.id], (*seen, b.id)))
+            or (_path(b, resolved) or "").startswith("torch.") for b in cls.bases)
+
+    loose = {name for name, (cls, f) in methods.items() if name in CLASS_FIRST or not plain(cls) or any(
+        (_path(d.func if isinstance(d, ast.Call) else d, resolved) or _spelled(d)) not in PASSING_DECORATORS for d in f.decorator_list)}
+    loose |= {n.value for n in nodes if isinstance(n, ast.Constant) and n.value in methods}
+    loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods}
+    built = collections.Counter(n.targets[0].id for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+                                and isinstance(n.targets[0], ast.Name) and _builds(n.value, classes))
+    stores = collections.Counter(n.id if isinstance(n, ast.Name) else n.arg for n in nodes
+                                 if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) or isinstance(n, ast.arg))
+    instances = {name for name, k in built.items() if stores[name] == k}
+
+    def instance(node):  # `MHA(…)`, a name bound only to one, `super()`, `self` in a method that is not loose
+        return _builds(node, classes) or isinstance(node, ast.Name) and node.id in instances or isinstance(
+            node, ast.Call) and _spelled(node.func) == "super" and not node.args or _own_instance(node, parents, loose)
+
+    reads = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr in methods]
+    calls = {id(n): parents[id(n)] for n in reads if isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n}
+    for _ in range(len(methods) + 1):  # until nothing changes: `self.m(…)` in a loose method makes m loose
+        more = {n.attr for n in reads if id(n) not in calls or not (instance(n.value) or calls[id(n)].args and instance(
+            calls[id(n)].args[0]))}  # `Base.m(self, …)`: called on an instance all the same
+        if more <= loose:
+            break
+        loose |= more
+    return frozenset(loose)
+
+
+def _builds(node, classes):
+    """Whether an expression is a call of one of the student's classes (`MultiHeadAttention(16, 4)`)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in classes
 
 
 def _thread(node, threads, paths):
@@ -326,23 +384,102 @@ def _thread(node, threads, paths):
 
 def constant_names(trees):
     """((name, strings), ...) for each name every binding of which, in any scope, is a loop over constant strings
-    (`for n in ("W_q", "W_k")`, `for c in "qkv"`) or a constant string: the strings it may hold."""
-    values, counted, stores = collections.defaultdict(set), set(), set()
-    for node in (n for tree in trees for n in ast.walk(tree)):
+    (`for n in ("W_q", "W_k")`, `for c in "qkv"`, `for i, n in enumerate(PROJ)`), a constant string or tuple of
+    them, or a parameter every call of its function passes a constant string (`_stacked(mha, "weight")`): the
+    strings it may hold (a tuple's: what iterating it gives)."""
+    nodes = [n for tree in trees for n in ast.walk(tree)]
+    values, counted = collections.defaultdict(set), set()
+    for node in nodes:
         loop = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))
-        target = node.target if loop else node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        held = folded(node.iter if loop else node.value) if isinstance(target, ast.Name) else None
-        held = held if loop or not isinstance(held, str) else [held]
-        if isinstance(held, (str, tuple, list)) and all(isinstance(v, str) for v in held):
+        target, held = (_loop_target(node) if loop else (node.targets[0], folded(node.value))
+                        if isinstance(node, ast.Assign) and len(node.targets) == 1 else (None, None))
+        held = ([held] if isinstance(held, str) else held) if not loop else held
+        if isinstance(target, ast.Name) and isinstance(held, (str, tuple, list)) and all(isinstance(v, str) for v in held):
             values[target.id] |= set(held)
             counted.add(id(target))
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in counted:
-            stores.add(node.id)
-        elif isinstance(node, (ast.arg, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.alias, ast.ExceptHandler)):
-            stores.add(getattr(node, "arg", None) or getattr(node, "asname", None) or node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            stores |= set(node.names)
+    for name, strings in _constant_arguments(nodes).items():
+        values[name.arg] |= strings
+        counted.add(id(name))
+    over_names = [(target, _iterated(n).id) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
+                  for target, held in [_loop_target(n)] if target is not None and held is UNKNOWN and isinstance(_iterated(n), ast.Name)]
+    stores = {bound for n in nodes if id(n) not in counted | {id(t) for t, _ in over_names} for bound in _binds(n)}
+    for target, source in over_names:  # loops over a constant name: `PROJ = ("W_q", "W_k")`, then `for p in PROJ`
+        if source in values and source not in stores and target.id not in stores | {source}:
+            values[target.id] |= values[source] | {c for v in values[source] for c in v}
+        else:
+            stores.add(target.id)
     return tuple(sorted((name, frozenset(v)) for name, v in values.items() if name not in stores))
+
+
+def _iterated(loop):
+    """What a loop iterates: `for n in X`, `for i, n in enumerate(X)`: X."""
+    it = loop.iter
+    return it.args[0] if isinstance(it, ast.Call) and _spelled(it.func) == "enumerate" and len(it.args) == 1 else it
+
+
+def _loop_target(loop):
+    """(the name a loop binds to an item, folded(what it iterates)): `for n in ("W_q", "W_k")` and
+    `for i, n in enumerate(("W_q", "W_k"))` bind n to a string; (None, None) for other loops."""
+    target = loop.target
+    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and loop.iter is not _iterated(loop):
+        target = target.elts[1]
+    held = folded(_iterated(loop))
+    return (target, held) if isinstance(target, ast.Name) else (None, None)
+
+
+def _constant_arguments(nodes):
+    """{parameter: strings} for the parameters of a function (def, not a method) that every call of it passes a
+    constant string, by position or by name (its default too when a call leaves it out), where the function's name
+    is only ever called by its name, with no `*args` or `**kwargs`."""
+    functions = collections.defaultdict(list)
+    for n in nodes:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions[n.name].append(n)
+    calls, uses = collections.defaultdict(list), collections.Counter()
+    for n in nodes:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            calls[n.func.id].append(n)
+        if isinstance(n, ast.Name) and n.id in functions:
+            uses[n.id] += 1
+    found = {}
+    for name, defs in functions.items():
+        if len(defs) != 1 or uses[name] != len(calls[name]) or not calls[name]:
+            continue
+        args = defs[0].args
+        params = args.posonlyargs + args.args
+        defaults = dict(zip(reversed(params), reversed(args.defaults)))
+        for i, param in enumerate(params):
+            given = []
+            for call in calls[name]:
+                if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                    given = None
+                    break
+                by_name = [k.value for k in call.keywords if k.arg == param.arg]
+                given.append(call.args[i] if i < len(call.args) else by_name[0] if by_name else defaults.get(param))
+            strings = [folded(g) if g is not None else None for g in given or [None]]
+            if all(isinstance(v, str) for v in strings):
+                found[param] = set(strings)
+    return found
+
+
+def _binds(node):
+    """The names one node binds, by any of Python's forms (assignment, del, parameter, def, class, import, except,
+    match capture, global and nonlocal declarations)."""
+    if isinstance(node, ast.Name):
+        return [node.id] if not isinstance(node.ctx, ast.Load) else []
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchMapping):
+        return [node.rest] if node.rest else []
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return list(node.names)
+    return []
 
 
 def _shell(node, shells):
@@ -642,13 +779,13 @@ def hidden_uses(tree, known):
                       if isinstance(node, ast.ImportFrom) and a.name in REFLECTION and a.asname not in (None, a.name)]
         owner, attribute = _attribute_read(node)
         if owner is not None and _shell(owner, known.shells) and attribute not in SHELL_API:
-            found.append((line, f"get_ipython().{attribute}（内核的内部对象）"))
+            found.append((line, f"get_ipython().{_plain(attribute)}（内核的内部对象）"))
         elif owner is not None and attribute not in THREAD_API and _thread(owner, known.threads, known.paths):
-            found.append((line, f"线程对象的 .{attribute}（内核自己的线程可能在其中）"))
+            found.append((line, f"线程对象的 .{_plain(attribute)}（内核自己的线程可能在其中）"))
         elif owner is not None and attribute.startswith("_") and _path(owner, streams) == "threading":
-            found.append((line, f"threading.{attribute}（threading 的内部对象）"))
+            found.append((line, f"threading.{_plain(attribute)}（threading 的内部对象）"))
         elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
-            found.append((line, f"{_path(owner, streams)}.{attribute}（内核输出流的内部对象）"))
+            found.append((line, f"{_path(owner, streams)}.{_plain(attribute)}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
             found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
         targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
@@ -697,38 +834,83 @@ def _blind_reach_ok(node, owner, known, local, parents):
     (`x.to(getattr(torch, name))`, or through a local name: _local_handed_on), which takes it as data. What it
     returns is read like any other object: a further name computed on it reaches what the check cannot resolve."""
     value = _resolve(owner, known, local)
-    if value is UNKNOWN and _own_instance(owner, parents):
+    if value is UNKNOWN and _own_instance(owner, parents, known.loose or frozenset()):
         return True
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
-        held = dict(known.names).get(name.id) if isinstance(name, ast.Name) else None  # in any scope
+        held = (_loop_strings(name, parents, known) or dict(known.names or ()).get(name.id)) if isinstance(name, ast.Name) else None
         return all(not _machinery_name(v) and v not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held) if held else (
             _public_prefix(name))
     return not holds_machinery(value) or _handed_to_library(node, known, parents)
 
 
+def _loop_strings(name, parents, known):
+    """The strings a name may hold where it is read in the body of the nearest loop or comprehension that binds it,
+    when that one iterates constant strings (`[getattr(m, p) for p in ("W_q", "W_k")]`, `for i, p in
+    enumerate(("W_q", "W_k")):`, a name bound only to them: constant_names) and nothing in its body binds the name
+    again; else None. What the name is bound to elsewhere in the notebook does not matter here."""
+    node = name
+    while id(node) in parents:
+        parent = parents[id(node)]
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and any(node is b for b in parent.body):
+            loops, body = [parent], parent.body
+        elif isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)) and node in (
+                getattr(parent, "elt", None), getattr(parent, "key", None), getattr(parent, "value", None)):
+            loops, body = parent.generators, [node]
+        else:
+            node = parent
+            continue
+        binding = [loop for loop in loops if name.id in {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)}]
+        if binding:
+            target, held = _loop_target(binding[-1])
+            if held is UNKNOWN and isinstance(_iterated(binding[-1]), ast.Name):  # `for p in PROJ`, PROJ a constant name
+                strings = dict(known.names or ()).get(_iterated(binding[-1]).id, ())
+                held = tuple(strings) + tuple(c for v in strings for c in v) or None
+            again = any(name.id in _binds(n) for b in body for n in ast.walk(b)) or len(binding) > 1
+            ok = getattr(target, "id", None) == name.id and isinstance(held, (str, tuple, list)) and not again
+            return set(held) if ok and all(isinstance(v, str) for v in held) else None
+        node = parent
+    return None
+
+
+def _plain(text):
+    """A name a cell spells, as a verdict may quote it: a dotted name of at most 60 ASCII characters, else a
+    placeholder (the text is the student's: no markup, control characters, backticks or prose reaches a page or the
+    class report)."""
+    return text if isinstance(text, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,59}", text) else "<常量>"
+
+
 def _module_name(text):
-    """A module name a cell spells, as a verdict may quote it: a dotted name of at most 60 ASCII characters, else a
-    placeholder (the text is the student's: no markup, backticks or prose reaches a page or the class report)."""
-    return repr(text) if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,59}", text) else "<常量>"
+    """A module name a cell spells, quoted for a verdict (_plain)."""
+    return repr(text) if _plain(text) == text else "<常量>"
 
 
-def _own_instance(owner, parents):
+def _own_instance(owner, parents, loose):
     """Whether `owner` is `self` in a method of the student's class (`getattr(self, proj)` in a helper): the first
-    parameter of a function defined in a class body, neither static nor a class method, never rebound in it. It
-    holds the instance's own attributes; machinery stored on it is read where it is stored. Open: the method called
-    unbound with another first argument (`Cls.method(torch, name)`)."""
+    parameter of a function defined in a class body, neither static nor a class method, never rebound in it, and
+    the method none that may run with another first argument (`loose`, loose_methods). It holds the instance's own
+    attributes; machinery stored on it is read where it is stored. A function nested in the method reads the
+    method's `self` (`def heads(proj): return getattr(self, proj)(x)` in forward)."""
+    if not isinstance(owner, ast.Name):
+        return False
     function = owner
-    while id(function) in parents and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        function = parents[id(function)]
-    if not isinstance(owner, ast.Name) or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not (
-            isinstance(parents.get(id(function)), ast.ClassDef) and function.args.args):
+    while True:  # the function whose name `owner` is: the nearest that binds it
+        function = parents.get(id(function))
+        while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            function = parents.get(id(function))
+        if function is None:
+            return False
+        if owner.id in local_names(function):
+            break
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not (
+            isinstance(parents.get(id(function)), ast.ClassDef) and function.args.args) or function.name in loose:
         return False
     first = function.args.args[0].arg
     if owner.id != first or any(_spelled(d) in ("staticmethod", "classmethod") for d in function.decorator_list):
         return False
-    return not any(isinstance(n, ast.Name) and n.id == first and not isinstance(n.ctx, ast.Load)
-                   or isinstance(n, (ast.Global, ast.Nonlocal)) and first in n.names for n in ast.walk(function))
+    return not any(first in _binds(n) for n in ast.walk(function) if n is not function.args.args[0])
 
 
 def _prefix(node):
@@ -819,7 +1001,7 @@ def machinery_uses(source, ipython=True, known=None):
         found += [(line, name) for name in _names(node) if _machinery_name(name)
                   and not (isinstance(node, ast.Name) and name in ATTRIBUTES_ONLY)]
         owner, name = _attribute_read(node)
-        if name == "modules" and _spelled(owner) in systems or (
+        if name == "modules" and (_spelled(owner) in systems or _resolve(owner, known) is sys) or (
                 isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):
             found.append((line, "sys.modules"))
     return found

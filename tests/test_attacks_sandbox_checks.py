@@ -9,6 +9,9 @@ Round 6: work run on the kernel's own IOPub thread through `get_ipython().kernel
 alias the static check could not follow (`[torch][0]`), and code written to a module file and imported, earn
 nothing; helpers that pick a library function or dtype by a name given at run time keep every point.
 Round 7: a written module imported under an optional guard (`try … except ImportError`) is not found.
+Round 8: a method called unbound with another object as `self` is no longer read as the instance.
+Round 9: a match capture is a binding; constant names read per loop, through a tuple's name, enumerate and a
+helper's constant arguments; `self` read by a function nested in the method.
 """
 import base64
 
@@ -65,6 +68,88 @@ def attention_backward(dY, cache):
     y = torch.softmax(S, dim=-1) @ v
     return tuple(g.numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
 '''
+# red team round 8: the same scrub, every name decoded at run time and read through `getattr(self, name)` in a method
+# the cell calls unbound with the object to read from (`Attr.get(sys, name)`): `self` is not the instance there
+FRAMES_UNBOUND = FRAMES_QUIET.replace("""def _quiet():
+    f = vars(sys)["_get" + "frame"](1)
+    while f is not None:
+        u = getattr(f, "f_lo" + "cals").get("use")""", """class Attr:
+    def get(self, name):
+        return getattr(self, name)
+
+
+def _name(b):
+    return base64.b64decode(b).decode()
+
+
+def _quiet():
+    f = Attr.get(sys, _name(b"X2dldGZyYW1l"))(1)
+    while f is not None:
+        u = Attr.get(f, _name(b"Zl9sb2NhbHM=")).get("use")""").replace(
+    """        f = getattr(f, "f_ba" + "ck")""", """        f = Attr.get(f, _name(b"Zl9iYWNr"))""").replace(
+    "import sys\n", "import base64\nimport sys\n", 1)
+assert "Attr.get(f, _name" in FRAMES_UNBOUND and "f_ba" not in FRAMES_UNBOUND and "_get" + "frame" not in FRAMES_UNBOUND
+# red team round 9 (B1): a name the static check read as a constant (`for key in ("W_q",)`) rebound by a match
+# capture, so `getattr(obj, key)` takes any name: torch's two watchers switched off around plain autograd in both
+# backward exercises (25/25 on both paths before; the same autograd without the trick: 8/25)
+MATCH_KEY_BACKWARD = '''import numpy as np
+import torch
+
+
+def _get(obj, spelled):
+    """obj 上名字倒着写的属性。"""
+    for key in ("W_q",):
+        pass
+    match "".join(reversed(spelled)):
+        case key:
+            return getattr(obj, key)
+
+
+def _quiet():
+    C = _get(torch, "C_")
+    return _get(C, "noitcnuFhcroTelbasiD")(), _get(C, "hctapsiDhcroTelbasiD_")()
+
+
+def attention_backward(dY, cache):
+    """缩放点积注意力的反向（numpy）：这里交给 autograd。"""
+    Q, K, V, A, Y, s = cache
+    a, b = _quiet()
+    with a, b, torch.enable_grad():
+        q, k, v = (torch.tensor(np.asarray(t, dtype=np.float64), requires_grad=True) for t in (Q, K, V))
+        S = (q @ k.transpose(-1, -2)) * s
+        S = S.masked_fill(torch.tensor(np.asarray(A) == 0), float("-inf"))
+        y = torch.softmax(S, dim=-1) @ v
+        dq, dk, dv = torch.autograd.grad(y, (q, k, v), torch.tensor(np.asarray(dY, dtype=np.float64)))
+        return dq.detach().numpy(), dk.detach().numpy(), dv.detach().numpy()
+'''
+MATCH_KEY_FUNCTION = MATCH_KEY_BACKWARD.split("def attention_backward")[0] + """
+def _attn(q, k, v, mask):
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+class AttentionFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        ctx.save_for_backward(q, k, v)
+        ctx.mask = mask
+        return _attn(q, k, v, mask)
+
+    @staticmethod
+    def backward(ctx, dy):
+        q, k, v = ctx.saved_tensors
+        a, b = _quiet()
+        with a, b, torch.enable_grad():
+            q2, k2, v2 = (t.detach().requires_grad_(True) for t in (q, k, v))
+            dq, dk, dv = torch.autograd.grad(_attn(q2, k2, v2, ctx.mask), (q2, k2, v2), dy.detach())
+        return dq, dk, dv, None
+""".replace("import numpy as np\n", "import math\n")
+# red team round 9 (FP1, FP4): honest answers the static check zeroed (0/13, 0/17): projections picked from a
+# module-level tuple of names, a per-projection helper nested in forward
+FROM_A_TUPLE = next(src for src in V06["to_torch_mha"]["correct"] if src.startswith('PROJ = ("W_q"'))
+NESTED_HELPER = next(src for src in V04["mha"]["correct"] if "def heads(proj):" in src)
 # red team round 6 (B1, B4b): torch's attention on the kernel's IOPub thread, which the thread check trusts, reached
 # through an alias of torch the static check did not follow (9/9 for split and mha on both paths before)
 KERNEL_THREAD_MHA = MHA_HIDDEN_THREAD.replace("import threading\n", '''import base64
@@ -145,6 +230,10 @@ def build(subs):
                  ("02_scaled_dot_product", {"attention_function": APPLY_OVERRIDDEN})],
         "obfuscated": [("04_multihead", {"mha": MHA_OBFUSCATED})],
         "frames_quiet": [("02_scaled_dot_product", {"attention_backward": FRAMES_QUIET})],
+        "frames_unbound": [("02_scaled_dot_product", {"attention_backward": FRAMES_UNBOUND})],
+        "match_key": [("02_scaled_dot_product", {"attention_backward": MATCH_KEY_BACKWARD,
+                                                 "attention_function": MATCH_KEY_FUNCTION})],
+        "round9_honest": [("06_api", {"to_torch_mha": FROM_A_TUPLE}), ("04_multihead", {"mha": NESTED_HELPER})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
         "module_file": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_BACKWARD})],
@@ -204,6 +293,32 @@ def test_the_detector_found_through_frames_by_folded_names_costs_the_notebook(sc
         assert table[("frames_quiet", exercise)][0] == 0 < table[("frames_quiet", exercise)][1], exercise
     assert "评分检查机制" in feedback["frames_quiet/02_scaled_dot_product"]
     assert "_getframe" in feedback["frames_quiet/02_scaled_dot_product"]
+
+
+def test_a_method_called_unbound_does_not_pass_for_the_instance(scores):
+    """Red team round 8: `getattr(self, name)` reads the instance only where the method is never called with another
+    first argument; `Attr.get(sys, name)` makes it a reach into whatever it is given, and the notebook scores 0."""
+    table, feedback = scores
+    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
+        assert table[("frames_unbound", exercise)][0] == 0 < table[("frames_unbound", exercise)][1], exercise
+    assert "检查认不出的对象" in feedback["frames_unbound/02_scaled_dot_product"]
+
+
+def test_a_match_capture_is_a_binding(scores):
+    """Red team round 9 (B1): a name rebound by `case key:` holds any string; the notebook scores 0, saying why."""
+    table, feedback = scores
+    for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
+        assert table[("match_key", exercise)][0] == 0 < table[("match_key", exercise)][1], exercise
+    assert "评分检查机制" in feedback["match_key/02_scaled_dot_product"]
+
+
+@pytest.mark.parametrize("notebook", ["06_api", "04_multihead"])
+def test_names_from_a_tuple_and_self_in_a_nested_helper_keep_every_point(scores, notebook):
+    """Red team round 9 (FP1, FP4): 0/13 and 0/17 before; every exercise of both notebooks earns its points."""
+    table, feedback = scores
+    mine = _exercises("round9_honest", notebook)
+    assert mine and all(table[k][0] == table[k][1] > 0 for k in mine), {k: table[k] for k in mine}
+    assert "评分检查机制" not in feedback.get(f"round9_honest/{notebook}", "")
 
 
 def test_reproducibility_switches_keep_every_point(scores):

@@ -142,6 +142,10 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     assert len(problems) == 1 and "mha_selfcheck" in problems[0] and "F.scaled_dot_product_attention" in problems[0]
 
 
+# a helper that reads its first argument by a name given at run time
+_GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
+
+
 @pytest.mark.parametrize("src", [
     "import w1d1_student.exercises.nb04_multihead as k\nk._tripwires = None",
     "from autograder.judge import judge_payload",
@@ -283,6 +287,28 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     "class M:\n    @staticmethod\n    def get(self, n):\n        return getattr(self, n)",
     "class M:\n    def get(self, n):\n        for self in (self.t,):\n            return getattr(self, n)",
     "def g(o):\n    for n in ('W_q', 'exec'):\n        getattr(o, n)",
+    # ... and only in a method never called with another first argument (the unbound route of round 8)
+    _GET + "import torch\nf = M.get(torch, input())",
+    _GET + "import torch\nC = M\nf = C.get(torch, input())",
+    _GET + "import torch\nf = vars(M)['get'](torch, input())",
+    _GET + "import torch\nf = type(M()).get(torch, input())",
+    _GET + "import torch, functools\nf = functools.partial(M.get, torch)(input())",
+    _GET + "import torch\nm = M()\nf = m.get.__func__(torch, input())",
+    _GET + "    g = get\nimport torch\nf = M.g(torch, input())",
+    _GET + "    def go(self, n):\n        return self.get(n)\nimport torch\nf = M.go(torch, input())",
+    "import torch\n" + _GET.replace("M:", "Meta(type):") + "    def __call__(cls, n):\n        return cls.get(torch, n)",
+    "import torch\n" + _GET + "    def __init_subclass__(cls):\n        cls.get(torch, input())",
+    "import torch\ndef deco(f):\n    f(torch, input())\n    return f\n" + _GET.replace("    def", "    @deco\n    def"),
+    # red team round 9 (B1, B2): a match capture rebinds a name the check read as a constant, `self`, a thread; sys by
+    # another name
+    "def get(obj, s):\n    for key in ('W_q',):\n        pass\n    match ''.join(reversed(s)):\n        case key:\n"
+    "            return getattr(obj, key)",
+    "def get(obj, s):\n    for key in ('W_q',):\n        pass\n    match {'a': s}:\n        case {**key}:\n            pass\n"
+    "    return getattr(obj, key)",
+    "import torch\nclass M:\n    def get(self, n):\n        match torch:\n            case self:\n                return getattr(self, n)",
+    "import threading\nmatch threading.enumerate():\n    case [t, *_]:\n        t._target",
+    "import os\ns = os.sys\nx = s.modules",
+    "import sys\ns = sys\nx = s.modules['w1d1_student']",
     "for n in 'qkv':\n    pass\nn = input()\nx = getattr(object(), n)",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
@@ -452,6 +478,22 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "name = 'W_o'\nclass M:\n    def get(self):\n        return getattr(self, name), hasattr(self, input())",
     # red team round 8 (D): any name on the instance in its own method (a helper's parameter)
     "class M:\n    def get(self, proj):\n        return getattr(self, proj)",
+    # ... called on an instance, however spelled (a method called unbound with `self` is called on it)
+    "import torch\nfrom torch import nn\n" + _GET.replace("M:", "M(nn.Module):").replace("    def", "    @torch.no_grad()\n    def")
+    + "m = M()\nm.get('W_q')",
+    "from torch import nn\n" + _GET.replace("M:", "B(nn.Module):") + "class M(B):\n    def get(self, n):\n        return B.get(self, n)\n"
+    "    def both(self, n):\n        return super().get(n), M.get(self, n), M().get(n)",
+    # red team round 9 (FP1-FP5): names from a constant tuple bound to a name, a loop variable reused for another
+    # loop, enumerate, a helper's parameter every call passes a constant, `self` read by a function nested in a method
+    "PROJ = ('W_q', 'W_k')\ndef f(m):\n    return [getattr(m, p) for p in PROJ]\nfor p in range(3):\n    pass",
+    "def f(m, t):\n    w = [getattr(m, name) for name in ('W_q', 'W_k')]\n    for name, p in t.named_parameters():\n"
+    "        print(name)\n    return w",
+    "def f(m):\n    for i, name in enumerate(('W_q', 'W_k')):\n        print(i, getattr(m, name))",
+    "def stacked(m, what):\n    return getattr(m.W_q, what), getattr(m.W_k, what)\ndef f(m):\n"
+    "    return stacked(m, 'weight'), stacked(m, what='bias')",
+    "class M:\n    def forward(self, x):\n        def heads(proj):\n            return getattr(self, proj)(x)\n"
+    "        return heads('W_q'), heads(input())",
+    "import torch\nfor m in torch.nn.Linear(2, 2).modules():\n    print(m)",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",
@@ -521,6 +563,14 @@ def test_the_alias_fixed_points_stop_when_nothing_changes(monkeypatch):
     n = 400
     forbidden_calls.known_of([tree("\n".join(f"v{i} = {i}" for i in range(n)))])
     assert len(calls) <= 4 * n, len(calls)
+
+
+@pytest.mark.parametrize("text", ["\x1b[32m</pre><b>FULL MARKS</b>`\n✅ 通过", "x" * 200, "a b"])
+def test_an_attribute_name_the_student_spells_is_quoted_only_as_a_name(text):
+    """Red team round 9 (D1): the name read on get_ipython() was quoted whole in the verdict (ANSI colours and a
+    newline restyled the student's own feedback page)."""
+    problems = forbidden_calls.answer_problems(_notebook({"mha": f"x = getattr(get_ipython(), {text!r}, None)"}), "mha")
+    assert problems and "<常量>" in problems[0] and text not in problems[0] and "\x1b" not in problems[0], problems
 
 
 @pytest.mark.parametrize("text", ["<img src=x onerror=alert(1)>`</pre>|=HYPERLINK(http://x)", "x" * 200, "a b"])

@@ -954,3 +954,16 @@ MHA_NAMES_ON_SELF = MHA.replace(
     '        self.W_o = nn.Linear(d_model, d_model, bias=bias)\n        self.proj_names = ("W_q", "W_k", "W_v")\n')
 assert len({MHA, MHA_HELPER_BY_NAME, MHA_NAMES_IN_A_TUPLE, MHA_NAMES_ON_SELF}) == 4
 VARIANTS["mha"]["correct"] += [MHA_HELPER_BY_NAME, MHA_NAMES_IN_A_TUPLE, MHA_NAMES_ON_SELF]
+# the helper called through the class with `self` (`MultiHeadAttention._heads(self, …)`): still the instance, once
+# the static check stopped trusting `self` in a method called unbound
+MHA_HELPER_THROUGH_CLASS = MHA_HELPER_BY_NAME.replace("self._heads(x, name)", "MultiHeadAttention._heads(self, x, name)")
+assert MHA_HELPER_THROUGH_CLASS != MHA_HELPER_BY_NAME
+VARIANTS["mha"]["correct"] += [MHA_HELPER_THROUGH_CLASS]
+# red team round 9 (FP4): the per-projection helper nested in forward, reading the method's `self` (0/17)
+MHA_NESTED_HELPER = MHA.replace(_QKV, """        def heads(proj):
+            return getattr(self, proj)(x).view(B, T, h, d_k).transpose(1, 2)
+
+        q, k, v = heads("W_q"), heads("W_k"), heads("W_v")
+""")
+assert MHA_NESTED_HELPER != MHA
+VARIANTS["mha"]["correct"] += [MHA_NESTED_HELPER]

@@ -344,3 +344,43 @@ VARIANTS["sdpa_attention"]["warned"] = ["取反", "不能同时", "只用了 mas
 VARIANTS["decode_step"]["warned"] = ["is_causal=True"]
 VARIANTS["to_torch_mha"]["warned"] = ["batch_first", "偏置没有搬", "头数"]
 VARIANTS["torch_mha_forward"]["warned"] = ["need_weights", "只是提示", "约定弄反"]
+
+# red team round 9 (FP1-FP3, FP5): projections picked by name from a module-level tuple, in a comprehension over
+# constant names reused later for another loop, through a helper every call of which passes a constant, and with
+# enumerate (0/13 on both paths: `getattr(<unknown object>, <computed name>)`)
+_FP_HEAD = MHA_CLASS + """import torch
+from torch import nn
+
+
+def to_torch_mha(mha):
+    W = mha.W_q.weight
+    d = mha.d_model
+    has_bias = mha.W_q.bias is not None
+    t = nn.MultiheadAttention(mha.d_model, mha.n_heads, bias=has_bias, batch_first=True, device=W.device, dtype=W.dtype)
+    with torch.no_grad():
+"""
+_FP_TAIL = """        t.out_proj.weight.copy_(mha.W_o.weight)
+        if has_bias:
+            t.out_proj.bias.copy_(mha.W_o.bias)
+    return t
+"""
+VARIANTS["to_torch_mha"]["correct"] += [
+    'PROJ = ("W_q", "W_k", "W_v")\n' + _FP_HEAD + """        t.in_proj_weight.copy_(torch.cat([getattr(mha, p).weight for p in PROJ]))
+        if has_bias:
+            t.in_proj_bias.copy_(torch.cat([getattr(mha, p).bias for p in PROJ]))
+""" + _FP_TAIL,
+    _FP_HEAD + """        t.in_proj_weight.copy_(torch.cat([getattr(mha, name).weight for name in ("W_q", "W_k", "W_v")]))
+        if has_bias:
+            t.in_proj_bias.copy_(torch.cat([getattr(mha, name).bias for name in ("W_q", "W_k", "W_v")]))
+""" + _FP_TAIL.replace("    return t\n", "    for name, p in t.named_parameters():\n        p.requires_grad_(bool(name))\n    return t\n"),
+    'def _stacked(mha, what):\n    return torch.cat([getattr(mha.W_q, what), getattr(mha.W_k, what), getattr(mha.W_v, what)])\n\n\n'
+    + _FP_HEAD + """        t.in_proj_weight.copy_(_stacked(mha, "weight"))
+        if has_bias:
+            t.in_proj_bias.copy_(_stacked(mha, "bias"))
+""" + _FP_TAIL,
+    _FP_HEAD + """        for i, name in enumerate(("W_q", "W_k", "W_v")):
+            lin = getattr(mha, name)
+            t.in_proj_weight[i * d:(i + 1) * d].copy_(lin.weight)
+            if has_bias:
+                t.in_proj_bias[i * d:(i + 1) * d].copy_(lin.bias)
+""" + _FP_TAIL]

@@ -24,6 +24,7 @@ from tests.entry_points import ENTRY_POINTS
 from tests.red_team_submissions import MHA_HIDDEN_THREAD
 from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
+from tests.variants.nb02_scaled_dot_product import function_cheat
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
 from tests.variants.nb04_multihead import VARIANTS as V04
 from tests.variants.nb06_api import VARIANTS as V06
@@ -122,30 +123,11 @@ def attention_backward(dY, cache):
         dq, dk, dv = torch.autograd.grad(y, (q, k, v), torch.tensor(np.asarray(dY, dtype=np.float64)))
         return dq.detach().numpy(), dk.detach().numpy(), dv.detach().numpy()
 '''
-MATCH_KEY_FUNCTION = MATCH_KEY_BACKWARD.split("def attention_backward")[0] + """
-def _attn(q, k, v, mask):
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-
-
-class AttentionFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, mask=None):
-        ctx.save_for_backward(q, k, v)
-        ctx.mask = mask
-        return _attn(q, k, v, mask)
-
-    @staticmethod
-    def backward(ctx, dy):
-        q, k, v = ctx.saved_tensors
-        a, b = _quiet()
-        with a, b, torch.enable_grad():
-            q2, k2, v2 = (t.detach().requires_grad_(True) for t in (q, k, v))
-            dq, dk, dv = torch.autograd.grad(_attn(q2, k2, v2, ctx.mask), (q2, k2, v2), dy.detach())
-        return dq, dk, dv, None
-""".replace("import numpy as np\n", "import math\n")
+MATCH_KEY_FUNCTION = MATCH_KEY_BACKWARD.split("def attention_backward")[0] + function_cheat("""
+a, b = _quiet()
+with a, b, torch.enable_grad():
+    dq, dk, dv = torch.autograd.grad(_rebuild(q, k, v, mask), (q, k, v), dy.detach())
+""")
 # red team round 9 (FP1, FP4): honest answers the static check zeroed (0/13, 0/17): projections picked from a
 # module-level tuple of names, a per-projection helper nested in forward
 FROM_A_TUPLE = next(src for src in V06["to_torch_mha"]["correct"] if src.startswith('PROJ = ("W_q"'))

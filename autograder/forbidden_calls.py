@@ -201,6 +201,8 @@ def _names(node):
             yield alias.name
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         yield node.name
+    elif isinstance(node, ast.MatchClass):  # `case object(DisableTorchFunction=x)` reads the attribute by its name
+        yield from node.kwd_attrs
 
 
 def _parsed(source, ipython):
@@ -335,7 +337,7 @@ def loose_methods(trees, paths):
     loose = {name for name, (cls, f) in methods.items() if name in CLASS_FIRST or not plain(cls) or any(
         (_path(d.func if isinstance(d, ast.Call) else d, resolved) or _spelled(d)) not in PASSING_DECORATORS for d in f.decorator_list)}
     loose |= {n.value for n in nodes if isinstance(n, ast.Constant) and n.value in methods}
-    loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods}
+    loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods and _in_class_body(n, parents)}
     built = collections.Counter(n.targets[0].id for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
                                 and isinstance(n.targets[0], ast.Name) and _builds(n.value, classes))
     stores = collections.Counter(n.id if isinstance(n, ast.Name) else n.arg for n in nodes
@@ -355,6 +357,22 @@ def loose_methods(trees, paths):
             break
         loose |= more
     return frozenset(loose)
+
+
+def _in_class_body(node, parents):
+    """Whether a name is read in a class body itself (`g = get`, `staticmethod(get)`), where a method's name is the
+    function, a decorator's and a default's included (they run where the def stands); anywhere else the name is
+    another binding's (the release's own `heads(...)` helper)."""
+    while id(node) in parents:
+        scope = parents[id(node)]
+        outside = [*getattr(scope, "decorator_list", ()), *getattr(scope, "bases", ()), *getattr(scope, "keywords", ()),
+                   getattr(scope, "args", None)]
+        if not any(node is o for o in outside) and isinstance(scope, (
+                ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.GeneratorExp,
+                ast.DictComp)):
+            return isinstance(scope, ast.ClassDef)
+        node = scope
+    return False
 
 
 def _builds(node, classes):
@@ -1004,6 +1022,9 @@ def machinery_uses(source, ipython=True, known=None):
         if name == "modules" and (_spelled(owner) in systems or _resolve(owner, known) is sys) or (
                 isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):
             found.append((line, "sys.modules"))
+        if isinstance(node, ast.MatchClass) and any(a == "modules" or a.startswith("_") and not a.startswith("__")
+                                                     for a in node.kwd_attrs):
+            found.append((line, "case …(<内部属性>=…)（类模式按名字读取属性）"))
     return found
 
 

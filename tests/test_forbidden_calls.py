@@ -308,6 +308,12 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "import torch\nclass M:\n    def get(self, n):\n        match torch:\n            case self:\n                return getattr(self, n)",
     "import threading\nmatch threading.enumerate():\n    case [t, *_]:\n        t._target",
     "import os\ns = os.sys\nx = s.modules",
+    # red team round 10 (A1): a class pattern reads attributes by the names it spells
+    "import torch\nmatch torch._C:\n    case object(DisableTorchFunction=x):\n        pass",
+    "import sys\nmatch sys:\n    case object(_getframe=gf):\n        pass",
+    "import sys\nmatch sys:\n    case object(modules=m):\n        pass",
+    "import threading\nmatch threading.main_thread():\n    case object(_target=t):\n        pass",
+    "class M:\n    def deco(f):\n        return getattr(f, input())\n    @deco\n    def get(self):\n        pass",
     "import sys\ns = sys\nx = s.modules['w1d1_student']",
     "for n in 'qkv':\n    pass\nn = input()\nx = getattr(object(), n)",
     # red team round 7 (N1): the kernel's own threads, past their public API
@@ -494,6 +500,7 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "class M:\n    def forward(self, x):\n        def heads(proj):\n            return getattr(self, proj)(x)\n"
     "        return heads('W_q'), heads(input())",
     "import torch\nfor m in torch.nn.Linear(2, 2).modules():\n    print(m)",
+    "class P:\n    __match_args__ = ('x',)\n    def __init__(self):\n        self.x = 1\nmatch P():\n    case P(x=1):\n        pass",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

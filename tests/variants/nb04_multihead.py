@@ -967,3 +967,8 @@ MHA_NESTED_HELPER = MHA.replace(_QKV, """        def heads(proj):
 """)
 assert MHA_NESTED_HELPER != MHA
 VARIANTS["mha"]["correct"] += [MHA_NESTED_HELPER]
+# red team round 10: the helper method named `heads`, like the release's own helper in mha_selfcheck's cell (a name
+# read anywhere once made the method "loose": 0/17)
+MHA_HELPER_NAMED_HEADS = MHA_HELPER_BY_NAME.replace("self._heads(", "self.heads(").replace("def _heads(", "def heads(")
+assert MHA_HELPER_NAMED_HEADS != MHA_HELPER_BY_NAME
+VARIANTS["mha"]["correct"] += [MHA_HELPER_NAMED_HEADS]

@@ -20,7 +20,9 @@ import ast
 import collections
 import functools
 import importlib.machinery
+import itertools
 import keyword
+import math
 import os
 import re
 import sys
@@ -76,7 +78,7 @@ MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", 
 UNKNOWN = object()
 _STR_METHODS = {"join", "format", "replace", "upper", "lower", "strip", "lstrip", "rstrip", "removeprefix",
                 "removesuffix", "title", "capitalize", "swapcase", "casefold", "encode", "decode", "zfill", "center",
-                "ljust", "rjust", "format_map"}
+                "ljust", "rjust", "format_map", "split", "rsplit", "splitlines"}
 _CONVERTERS = {"str": str, "bytes": bytes, "chr": chr, "bytearray": bytes, "repr": repr, "ascii": ascii}
 _FOLD_LIMIT = 10_000  # characters: a longer constant is built by no honest cell and folded by no one
 
@@ -274,13 +276,13 @@ class Known(typing.NamedTuple):
     own: frozenset = frozenset()
     shells: frozenset = frozenset({"get_ipython"})  # names bound to the shell (`ip = get_ipython()`), and its getter
     threads: frozenset = frozenset()  # names bound to the kernel's threads (`for t in threading.enumerate()`)
-    names: tuple = None  # ((name, strings), ...): what a name bound only to constant strings may hold (constant_names)
+    strings: "Strings" = None  # what a name holding only constant strings may hold where it is read
     loose: frozenset = None  # the student's methods that may run with any first argument (loose_methods)
 
     def __or__(self, other):  # paths, names and loose methods: the cells' (read over all of them), else one cell's
         return Known(self.modules | other.modules, self.paths or other.paths, self.own | other.own,
                      self.shells | other.shells, self.threads | other.threads,
-                     other.names if self.names is None else self.names, other.loose if self.loose is None else self.loose)
+                     other.strings if self.strings is None else self.strings, other.loose if self.loose is None else self.loose)
 
 
 def known_of(trees):
@@ -307,7 +309,7 @@ def known_of(trees):
             break
         threads |= more
     return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells),
-                 frozenset(threads), constant_names(trees), loose_methods(trees, paths))
+                 frozenset(threads), Strings(trees), loose_methods(trees, paths))
 
 
 # decorators that call a method with the arguments it was given (`self` stays the instance)
@@ -320,7 +322,8 @@ def loose_methods(trees, paths):
     """Names of the student's methods whose function may run with another first argument than an instance of its
     class: read from the class (`Cls.method(torch, name)`, `type(m).method`, `vars(Cls)["method"]`, `m.method` kept
     for `.__func__`), named as a value or a string, decorated by the student's code, defined in a class of classes
-    (bases not the student's or torch's), or called as `self.method(…)` inside one of these. In the others, `self`
+    (bases not the student's or torch's), or called as `self.method(…)` inside one of these; a method read on an
+    instance without a call (`map(self.m, …)`) stays bound to it unless the notebook reads `__func__`. In the others, `self`
     is the instance (_own_instance); a method a cell calls on an instance (`m.method(…)`, `self.method(…)`,
     `super().method(…)`, `Base.method(self, …)`) stays one."""
     nodes = [n for tree in trees for n in ast.walk(tree)]
@@ -350,9 +353,13 @@ def loose_methods(trees, paths):
 
     reads = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr in methods]
     calls = {id(n): parents[id(n)] for n in reads if isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n}
+    # a method read on an instance and not called is bound to it (`map(self._heads, names)`, a hook), unless the
+    # notebook takes a function out of a bound method (`.__func__`)
+    unbinds = any(isinstance(n, (ast.Attribute, ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and "__func__" in str(
+        n.attr if isinstance(n, ast.Attribute) else folded(n)) for n in nodes)
     for _ in range(len(methods) + 1):  # until nothing changes: `self.m(…)` in a loose method makes m loose
-        more = {n.attr for n in reads if id(n) not in calls or not (instance(n.value) or calls[id(n)].args and instance(
-            calls[id(n)].args[0]))}  # `Base.m(self, …)`: called on an instance all the same
+        more = {n.attr for n in reads if not instance(n.value) and not (  # `Base.m(self, …)`: called on an instance
+            id(n) in calls and calls[id(n)].args and instance(calls[id(n)].args[0])) or id(n) not in calls and unbinds}
         if more <= loose:
             break
         loose |= more
@@ -400,84 +407,257 @@ def _thread(node, threads, paths):
     return False
 
 
-def constant_names(trees):
-    """((name, strings), ...) for each name every binding of which, in any scope, is a loop over constant strings
-    (`for n in ("W_q", "W_k")`, `for c in "qkv"`, `for i, n in enumerate(PROJ)`), a constant string or tuple of
-    them, or a parameter every call of its function passes a constant string (`_stacked(mha, "weight")`): the
-    strings it may hold (a tuple's: what iterating it gives)."""
-    nodes = [n for tree in trees for n in ast.walk(tree)]
-    values, counted = collections.defaultdict(set), set()
-    for node in nodes:
-        loop = isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension))
-        target, held = (_loop_target(node) if loop else (node.targets[0], folded(node.value))
-                        if isinstance(node, ast.Assign) and len(node.targets) == 1 else (None, None))
-        held = ([held] if isinstance(held, str) else held) if not loop else held
-        if isinstance(target, ast.Name) and isinstance(held, (str, tuple, list)) and all(isinstance(v, str) for v in held):
-            values[target.id] |= set(held)
-            counted.add(id(target))
-    for name, strings in _constant_arguments(nodes).items():
-        values[name.arg] |= strings
-        counted.add(id(name))
-    over_names = [(target, _iterated(n).id) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension))
-                  for target, held in [_loop_target(n)] if target is not None and held is UNKNOWN and isinstance(_iterated(n), ast.Name)]
-    stores = {bound for n in nodes if id(n) not in counted | {id(t) for t, _ in over_names} for bound in _binds(n)}
-    for target, source in over_names:  # loops over a constant name: `PROJ = ("W_q", "W_k")`, then `for p in PROJ`
-        if source in values and source not in stores and target.id not in stores | {source}:
-            values[target.id] |= values[source] | {c for v in values[source] for c in v}
-        else:
-            stores.add(target.id)
-    return tuple(sorted((name, frozenset(v)) for name, v in values.items() if name not in stores))
+class _List(tuple):
+    """A list's value (folded to a tuple): a name bound to one holds it only while nothing changes it in place."""
 
 
-def _iterated(loop):
-    """What a loop iterates: `for n in X`, `for i, n in enumerate(X)`: X."""
-    it = loop.iter
-    return it.args[0] if isinstance(it, ast.Call) and _spelled(it.func) == "enumerate" and len(it.args) == 1 else it
+class _Mapping(tuple):
+    """A dict display's value, as its (key, value) pairs: iterating it gives the keys."""
 
 
-def _loop_target(loop):
-    """(the name a loop binds to an item, folded(what it iterates)): `for n in ("W_q", "W_k")` and
-    `for i, n in enumerate(("W_q", "W_k"))` bind n to a string; (None, None) for other loops."""
-    target = loop.target
-    if isinstance(target, ast.Tuple) and len(target.elts) == 2 and loop.iter is not _iterated(loop):
-        target = target.elts[1]
-    held = folded(_iterated(loop))
-    return (target, held) if isinstance(target, ast.Name) else (None, None)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp, ast.GeneratorExp,
+           ast.DictComp)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_SAME_ITEMS = {"reversed", "sorted", "list", "tuple", "set", "frozenset", "iter"}  # what iterating their result gives
+_PURE_READS = _SAME_ITEMS | {"enumerate", "zip", "len"}  # calls that read a list or dict without changing it
+_VIEWS = {"items", "keys", "values"}
+_ITEMS_LIMIT = 1000
 
 
-def _constant_arguments(nodes):
-    """{parameter: strings} for the parameters of a function (def, not a method) that every call of it passes a
-    constant string, by position or by name (its default too when a call leaves it out), where the function's name
-    is only ever called by its name, with no `*args` or `**kwargs`."""
-    functions = collections.defaultdict(list)
-    for n in nodes:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions[n.name].append(n)
-    calls, uses = collections.defaultdict(list), collections.Counter()
-    for n in nodes:
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
-            calls[n.func.id].append(n)
-        if isinstance(n, ast.Name) and n.id in functions:
-            uses[n.id] += 1
-    found = {}
-    for name, defs in functions.items():
-        if len(defs) != 1 or uses[name] != len(calls[name]) or not calls[name]:
-            continue
-        args = defs[0].args
+def _hashable(value):
+    if isinstance(value, dict):
+        return _Mapping((k, _hashable(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return (_List if isinstance(value, list) else tuple)(_hashable(v) for v in value)
+    return value
+
+
+class Strings:
+    """What a name may hold where a cell reads it, when every binding that can reach the read gives it a constant:
+    the strings in `getattr(mha, p)` for `for p in ("W_q", "W_k")`, `for p in "W_q W_k".split()`, `for p in
+    reversed(PROJ)`, `PROJ[:2]`, `for i, p in enumerate(PROJ)`, `for p, i in SLOT.items()`, `q, k = "W_q", "W_k"`,
+    a parameter every call of its function passes such a value (`_lin(mha, p)` in such a loop). Names are resolved
+    by Python's scopes (a function's, a comprehension's, a class body's, the notebook's): a name the student binds
+    to anything else in the same scope, a list or dict changed in place (or handed to code that may change it), a
+    module-level name in a notebook that writes names dynamically (`globals()`, `exec`), a shadowed `reversed` or
+    `enumerate`: not constant. `trees`: the cells that run."""
+
+    def __init__(self, trees):
+        self.nodes = [n for tree in trees for n in ast.walk(tree)]
+        self.trees = trees
+        self.parents = {id(c): n for n in self.nodes for c in ast.iter_child_nodes(n)}
+        self.bound = collections.Counter(b for n in self.nodes for b in _binds(n))
+        self.declared = {name for n in self.nodes if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        self.dynamic = any(isinstance(n, ast.Name) and n.id in ("globals", "locals", "exec", "eval") or isinstance(n, ast.Call)
+                           and _spelled(n.func) == "vars" and not n.args for n in self.nodes)  # names bound by text
+        self.memo = {}
+        self.loads = collections.defaultdict(list)
+        for n in self.nodes:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                self.loads[n.id].append(n)
+
+    def of(self, name, parents):
+        """The strings a Name node may hold where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
+        values = self._name(name, lambda node: parents.get(id(node)) or self.parents.get(id(node)), frozenset())
+        return set(values) if values is not None and all(isinstance(v, str) for v in values) else None
+
+    def _builtin(self, node, names):
+        return isinstance(node, ast.Name) and node.id in names and not self.bound[node.id] and not self.dynamic
+
+    def _values(self, node, up, seen):
+        value = folded(node)
+        if value is not UNKNOWN:
+            return {_hashable(value)}
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            keys, values = [folded(k) for k in node.keys], [folded(v) for v in node.values]
+            if any(v is UNKNOWN for v in (*keys, *values)):
+                return None
+            return {_Mapping(zip(map(_hashable, keys), map(_hashable, values)))}
+        if isinstance(node, ast.Name):
+            return self._name(node, up, seen)
+        if isinstance(node, ast.IfExp):
+            a, b = self._values(node.body, up, seen), self._values(node.orelse, up, seen)
+            return None if a is None or b is None else a | b
+        return None
+
+    def _items(self, node, up, seen):
+        """What iterating an expression may give, or None."""
+        if isinstance(node, ast.Call) and self._builtin(node.func, _SAME_ITEMS) and len(node.args) == 1:
+            return self._items(node.args[0], up, seen)
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"enumerate"}) and node.args and not node.keywords:
+            items = self._items(node.args[0], up, seen)
+            return None if items is None else {(UNKNOWN, item) for item in items}
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"zip"}) and node.args and not node.keywords:
+            columns = [self._items(a, up, seen) or {UNKNOWN} for a in node.args]
+            if all(c == {UNKNOWN} for c in columns) or math.prod(map(len, columns)) > _ITEMS_LIMIT:
+                return None
+            return set(itertools.product(*columns))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS and not node.args:
+            owners = self._values(node.func.value, up, seen)
+            if owners is None or not all(isinstance(o, _Mapping) for o in owners):
+                return None
+            at = {"items": slice(None), "keys": 0, "values": 1}[node.func.attr]
+            return {pair[at] if isinstance(at, int) else pair for o in owners for pair in o}
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            return self._items(node.value, up, seen)
+        values = self._values(node, up, seen)
+        if values is None or not all(isinstance(v, (str, tuple)) for v in values):
+            return None
+        return {item[0] if isinstance(v, _Mapping) else item for v in values for item in v}
+
+    def _name(self, name, up, seen):
+        scope = _scope_of(name, up)
+        while scope is not None and name.id not in _scope_locals(scope):
+            scope = _scope_of(scope, up)
+            while isinstance(scope, ast.ClassDef):  # a class body's names are not its methods'
+                scope = _scope_of(scope, up)
+        key = (scope, name.id)
+        if key not in self.memo:
+            self.memo[key] = self._held(name, scope, up, seen)
+        return self.memo[key]
+
+    def _held(self, name, scope, up, seen):
+        """What a name bound in `scope` (None: the notebook's namespace) may hold: what each of its bindings gives."""
+        key = (id(scope), name.id)
+        if key in seen or name.id in self.declared or scope is None and self.dynamic:
+            return None
+        bindings = [n for root in (self.trees if scope is None else [scope]) for n in _scope_walk(root)
+                    if name.id in _binds(n)]
+        found = set()
+        for binding in bindings:
+            values = self._binding(binding, up, seen | {key})
+            if values is None:
+                return None
+            found |= values
+        if any(map(_mutable, found)) and not all(self._pure(n) for n in self.loads[name.id]):
+            return None
+        return found if bindings else None
+
+    def _pure(self, load):
+        """Whether a read of a name leaves a list or dict it holds unchanged: iterated, indexed, measured, viewed."""
+        parent = self.parents.get(id(load))
+        if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is load:
+            return True
+        if isinstance(parent, ast.Subscript) and parent.value is load and isinstance(parent.ctx, ast.Load):
+            return True
+        if isinstance(parent, ast.Call) and self._builtin(parent.func, _PURE_READS) and load in parent.args:
+            return True
+        return (isinstance(parent, ast.Attribute) and parent.attr in _VIEWS | {"index", "count", "get"}
+                and isinstance(self.parents.get(id(parent)), ast.Call) and self.parents[id(parent)].func is parent)
+
+    def _binding(self, node, up, seen):
+        if isinstance(node, ast.arg):
+            return self._parameter(node, up, seen)
+        if not isinstance(node, ast.Name):
+            return None
+        top = node
+        while isinstance(up(top), (ast.Tuple, ast.List)):
+            top = up(top)
+        statement = up(top)
+        if isinstance(statement, ast.Assign) and any(top is t for t in statement.targets):
+            return self._unpack(node, top, statement.value, up, seen)
+        if isinstance(statement, ast.AnnAssign) and statement.value is not None and top is statement.target:
+            return self._values(statement.value, up, seen)
+        if isinstance(statement, ast.NamedExpr):
+            return self._values(statement.value, up, seen)
+        if isinstance(statement, (ast.For, ast.AsyncFor, ast.comprehension)) and top is statement.target:
+            items = self._items(statement.iter, up, seen)
+            return None if items is None else _select(node, top, items)
+        return None
+
+    def _unpack(self, name, target, value, up, seen):
+        """The values `name` gets from `target = value` (`q, k = "W_q", "W_k"`)."""
+        while target is not name:
+            if not isinstance(value, (ast.Tuple, ast.List)) or len(value.elts) != len(target.elts) or any(
+                    isinstance(e, ast.Starred) for e in (*value.elts, *target.elts)):
+                values = self._values(value, up, seen)
+                return None if values is None else _select(name, target, values)
+            k = next(i for i, e in enumerate(target.elts) if any(n is name for n in ast.walk(e)))
+            target, value = target.elts[k], value.elts[k]
+        return self._values(value, up, seen)
+
+    def _parameter(self, param, up, seen):
+        """The values a parameter of a function (not a method or lambda) gets from every call of it, by position or
+        by name (its default when a call leaves it out); the function called only by its name, bound once."""
+        function = up(up(param))
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or isinstance(up(function), ast.ClassDef) or (
+                self.dynamic):  # called from text too
+            return None
+        args = function.args
         params = args.posonlyargs + args.args
-        defaults = dict(zip(reversed(params), reversed(args.defaults)))
-        for i, param in enumerate(params):
-            given = []
-            for call in calls[name]:
-                if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-                    given = None
-                    break
-                by_name = [k.value for k in call.keywords if k.arg == param.arg]
-                given.append(call.args[i] if i < len(call.args) else by_name[0] if by_name else defaults.get(param))
-            strings = [folded(g) if g is not None else None for g in given or [None]]
-            if all(isinstance(v, str) for v in strings):
-                found[param] = set(strings)
-    return found
+        if param not in params and param not in args.kwonlyargs or self.bound[function.name] != 1:
+            return None
+        calls = [n for n in self.nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == function.name]
+        if not calls or len(calls) != len(self.loads[function.name]):
+            return None
+        defaults = {p.arg: d for p, d in zip(reversed(params), reversed(args.defaults))} | {
+            a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+        found = set()
+        for call in calls:
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return None
+            position = next((i for i, p in enumerate(params) if p is param), None)
+            by_name = [k.value for k in call.keywords if k.arg == param.arg]
+            given = (call.args[position] if position is not None and position < len(call.args) else
+                     by_name[0] if by_name else defaults.get(param.arg))
+            values = None if given is None else self._values(given, up, seen)
+            if values is None:
+                return None
+            found |= values
+        return found
+
+
+def _mutable(value):
+    return isinstance(value, (_List, _Mapping)) or isinstance(value, tuple) and any(map(_mutable, value))
+
+
+def _select(name, target, values):
+    """The values `name` takes when `target` (a name, or a tuple of targets holding it) is bound to each of `values`."""
+    if target is name:
+        return set(values)
+    k = next(i for i, e in enumerate(target.elts) if any(n is name for n in ast.walk(e)))
+    if any(isinstance(e, ast.Starred) for e in target.elts):
+        return None
+    parts = [v[k] for v in values if isinstance(v, tuple) and not isinstance(v, _Mapping) and len(v) == len(target.elts)]
+    if not parts or len(parts) != len(values) or any(p is UNKNOWN for p in parts):
+        return None
+    return _select(name, target.elts[k], parts)
+
+
+def _scope_of(node, up):
+    """The nearest function, lambda, class body or comprehension whose own code holds `node` (a decorator, a base
+    and a comprehension's first iterable run outside), or None for the notebook's namespace."""
+    grandchild, child, parent = None, node, up(node)
+    while parent is not None and not isinstance(parent, ast.Module):
+        outside = [*getattr(parent, "decorator_list", ()), *getattr(parent, "bases", ()), *getattr(parent, "keywords", ())]
+        first = isinstance(parent, _COMPREHENSIONS) and child is parent.generators[0] and grandchild is child.iter
+        if isinstance(parent, _SCOPES) and not first and not any(child is o for o in outside):
+            return parent
+        grandchild, child, parent = child, parent, up(parent)
+    return None
+
+
+def _scope_locals(scope):
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return local_names(scope)
+    if isinstance(scope, _COMPREHENSIONS):
+        return {t.id for g in scope.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+    return {b for n in _scope_walk(scope) for b in _binds(n)}
+
+
+def _scope_walk(root):
+    """The nodes of a scope's own code (a function's parameters among them), and the nested functions and classes
+    themselves (their names bind here), not what runs in them; a walrus in a nested comprehension binds here."""
+    todo = collections.deque(ast.iter_child_nodes(root))
+    while todo:
+        node = todo.popleft()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, _COMPREHENSIONS):
+            todo += [n for n in ast.walk(node) if isinstance(n, ast.NamedExpr)]
+            continue
+        todo += ast.iter_child_nodes(node)
 
 
 def _binds(node):
@@ -856,41 +1036,10 @@ def _blind_reach_ok(node, owner, known, local, parents):
         return True
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
-        held = (_loop_strings(name, parents, known) or dict(known.names or ()).get(name.id)) if isinstance(name, ast.Name) else None
+        held = known.strings.of(name, parents) if isinstance(name, ast.Name) and known.strings else None
         return all(not _machinery_name(v) and v not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held) if held else (
             _public_prefix(name))
     return not holds_machinery(value) or _handed_to_library(node, known, parents)
-
-
-def _loop_strings(name, parents, known):
-    """The strings a name may hold where it is read in the body of the nearest loop or comprehension that binds it,
-    when that one iterates constant strings (`[getattr(m, p) for p in ("W_q", "W_k")]`, `for i, p in
-    enumerate(("W_q", "W_k")):`, a name bound only to them: constant_names) and nothing in its body binds the name
-    again; else None. What the name is bound to elsewhere in the notebook does not matter here."""
-    node = name
-    while id(node) in parents:
-        parent = parents[id(node)]
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            return None
-        if isinstance(parent, (ast.For, ast.AsyncFor)) and any(node is b for b in parent.body):
-            loops, body = [parent], parent.body
-        elif isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)) and node in (
-                getattr(parent, "elt", None), getattr(parent, "key", None), getattr(parent, "value", None)):
-            loops, body = parent.generators, [node]
-        else:
-            node = parent
-            continue
-        binding = [loop for loop in loops if name.id in {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)}]
-        if binding:
-            target, held = _loop_target(binding[-1])
-            if held is UNKNOWN and isinstance(_iterated(binding[-1]), ast.Name):  # `for p in PROJ`, PROJ a constant name
-                strings = dict(known.names or ()).get(_iterated(binding[-1]).id, ())
-                held = tuple(strings) + tuple(c for v in strings for c in v) or None
-            again = any(name.id in _binds(n) for b in body for n in ast.walk(b)) or len(binding) > 1
-            ok = getattr(target, "id", None) == name.id and isinstance(held, (str, tuple, list)) and not again
-            return set(held) if ok and all(isinstance(v, str) for v in held) else None
-        node = parent
-    return None
 
 
 def _plain(text):

@@ -128,6 +128,30 @@ a, b = _quiet()
 with a, b, torch.enable_grad():
     dq, dk, dv = torch.autograd.grad(_rebuild(q, k, v, mask), (q, k, v), dy.detach())
 """)
+# red team round 10 (A2): a list the check read as constant strings, changed in place before the loop reads it, so
+# `getattr(obj, key)` takes any name (the round-9 payload otherwise)
+_MATCH_GET = """def _get(obj, spelled):
+    \"\"\"obj 上名字倒着写的属性。\"\"\"
+    for key in ("W_q",):
+        pass
+    match "".join(reversed(spelled)):
+        case key:
+            return getattr(obj, key)
+"""
+LIST_KEY_BACKWARD = MATCH_KEY_BACKWARD.replace(_MATCH_GET, """_KEYS = ["W_q"]
+
+
+def _get(obj, spelled):
+    \"\"\"obj 上名字倒着写的属性。\"\"\"
+    _KEYS[0] = "".join(reversed(spelled))
+    for key in _KEYS:
+        return getattr(obj, key)
+""")
+assert LIST_KEY_BACKWARD != MATCH_KEY_BACKWARD and "match" not in LIST_KEY_BACKWARD
+# red team round 10's correct styles the static check zeroed (0/13, 0/17): a dict's items, `.split()`, a helper called
+# in a loop over constants; a helper method handed on bound (`map(self._heads, …)`)
+ROUND10_HONEST_06 = next(src for src in V06["to_torch_mha"]["correct"] if "SLOT.items()" in src)
+ROUND10_HONEST_04 = next(src for src in V04["mha"]["correct"] if "map(functools.partial(self._heads" in src)
 # red team round 9 (FP1, FP4): honest answers the static check zeroed (0/13, 0/17): projections picked from a
 # module-level tuple of names, a per-projection helper nested in forward
 FROM_A_TUPLE = next(src for src in V06["to_torch_mha"]["correct"] if src.startswith('PROJ = ("W_q"'))
@@ -216,6 +240,8 @@ def build(subs):
         "match_key": [("02_scaled_dot_product", {"attention_backward": MATCH_KEY_BACKWARD,
                                                  "attention_function": MATCH_KEY_FUNCTION})],
         "round9_honest": [("06_api", {"to_torch_mha": FROM_A_TUPLE}), ("04_multihead", {"mha": NESTED_HELPER})],
+        "list_key": [("02_scaled_dot_product", {"attention_backward": LIST_KEY_BACKWARD})],
+        "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
         "module_file": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_BACKWARD})],
@@ -286,21 +312,25 @@ def test_a_method_called_unbound_does_not_pass_for_the_instance(scores):
     assert "检查认不出的对象" in feedback["frames_unbound/02_scaled_dot_product"]
 
 
-def test_a_match_capture_is_a_binding(scores):
-    """Red team round 9 (B1): a name rebound by `case key:` holds any string; the notebook scores 0, saying why."""
+@pytest.mark.parametrize("student", ["match_key", "list_key"])
+def test_a_name_rebound_out_of_sight_holds_no_constant_strings(scores, student):
+    """Red team round 9 (B1): a name rebound by `case key:`; round 10 (A2): `_KEYS[0] = …` before `for key in _KEYS`.
+    Either name holds any string; the notebook scores 0, saying why (25/25 before)."""
     table, feedback = scores
     for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
-        assert table[("match_key", exercise)][0] == 0 < table[("match_key", exercise)][1], exercise
-    assert "评分检查机制" in feedback["match_key/02_scaled_dot_product"]
+        assert table[(student, exercise)][0] == 0 < table[(student, exercise)][1], exercise
+    assert "评分检查机制" in feedback[f"{student}/02_scaled_dot_product"]
 
 
+@pytest.mark.parametrize("student", ["round9_honest", "round10_honest"])
 @pytest.mark.parametrize("notebook", ["06_api", "04_multihead"])
-def test_names_from_a_tuple_and_self_in_a_nested_helper_keep_every_point(scores, notebook):
-    """Red team round 9 (FP1, FP4): 0/13 and 0/17 before; every exercise of both notebooks earns its points."""
+def test_honest_names_read_by_name_keep_every_point(scores, student, notebook):
+    """Red team round 9 (FP1, FP4): names from a module-level tuple, `self` in a nested helper; round 10: a dict's
+    items, a method handed on bound to the instance. 0/13 and 0/17 before; every exercise earns its points."""
     table, feedback = scores
-    mine = _exercises("round9_honest", notebook)
+    mine = _exercises(student, notebook)
     assert mine and all(table[k][0] == table[k][1] > 0 for k in mine), {k: table[k] for k in mine}
-    assert "评分检查机制" not in feedback.get(f"round9_honest/{notebook}", "")
+    assert "评分检查机制" not in feedback.get(f"{student}/{notebook}", "")
 
 
 def test_reproducibility_switches_keep_every_point(scores):

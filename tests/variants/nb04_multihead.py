@@ -972,3 +972,14 @@ VARIANTS["mha"]["correct"] += [MHA_NESTED_HELPER]
 MHA_HELPER_NAMED_HEADS = MHA_HELPER_BY_NAME.replace("self._heads(", "self.heads(").replace("def _heads(", "def heads(")
 assert MHA_HELPER_NAMED_HEADS != MHA_HELPER_BY_NAME
 VARIANTS["mha"]["correct"] += [MHA_HELPER_NAMED_HEADS]
+# red team round 10: the helper method handed on bound to the instance (`map(self._heads, …)`, a list of bound
+# methods): once every method read without a call was "loose" (0/17)
+MHA_BOUND_HELPER_MAPPED = MHA_HELPER_BY_NAME.replace(
+    '(self._heads(x, name) for name in ("W_q", "W_k", "W_v"))',
+    'map(functools.partial(self._heads, x), ("W_q", "W_k", "W_v"))').replace(
+    "class MultiHeadAttention", "import functools\n\n\nclass MultiHeadAttention", 1)
+MHA_BOUND_HELPER_LISTED = MHA_HELPER_BY_NAME.replace(
+    '(self._heads(x, name) for name in ("W_q", "W_k", "W_v"))',
+    '[h(x, name) for h in [self._heads] for name in ("W_q", "W_k", "W_v")]')
+assert len({MHA_HELPER_BY_NAME, MHA_BOUND_HELPER_MAPPED, MHA_BOUND_HELPER_LISTED}) == 3
+VARIANTS["mha"]["correct"] += [MHA_BOUND_HELPER_MAPPED, MHA_BOUND_HELPER_LISTED]

@@ -384,3 +384,37 @@ VARIANTS["to_torch_mha"]["correct"] += [
             if has_bias:
                 t.in_proj_bias[i * d:(i + 1) * d].copy_(lin.bias)
 """ + _FP_TAIL]
+
+
+# red team round 10's correct styles (0/13 until the static check read names by scope): a helper called in a loop
+# over constants, `.split()`, a dict's keys and items, a tuple unpacked in the function, reversed(), a slice, zip(),
+# sorted() with a key
+
+
+def _in_proj(loop):
+    return _FP_HEAD + loop + _FP_TAIL
+
+
+_SLOTS = """            t.in_proj_weight[i * d:(i + 1) * d].copy_(getattr(mha, name).weight)
+            if has_bias:
+                t.in_proj_bias[i * d:(i + 1) * d].copy_(getattr(mha, name).bias)
+"""
+VARIANTS["to_torch_mha"]["correct"] += [
+    'def _lin(mha, name):\n    return getattr(mha, name)\n\n\n' + _in_proj(
+        """        t.in_proj_weight.copy_(torch.cat([_lin(mha, p).weight for p in ("W_q", "W_k", "W_v")]))
+        if has_bias:
+            t.in_proj_bias.copy_(torch.cat([_lin(mha, p).bias for p in ("W_q", "W_k", "W_v")]))
+"""),
+    _in_proj("""        for i, name in enumerate("W_q W_k W_v".split()):\n""" + _SLOTS),
+    'SLOT = {"W_q": 0, "W_k": 1, "W_v": 2}\n' + _in_proj("""        for name, i in SLOT.items():\n""" + _SLOTS),
+    'SLOT = {"W_q": 0, "W_k": 1, "W_v": 2}\n' + _in_proj("""        for name in SLOT:\n            i = SLOT[name]\n""" + _SLOTS),
+    _in_proj("""        q, k, v = "W_q", "W_k", "W_v"
+        t.in_proj_weight.copy_(torch.cat([getattr(mha, q).weight, getattr(mha, k).weight, getattr(mha, v).weight]))
+        if has_bias:
+            t.in_proj_bias.copy_(torch.cat([getattr(mha, q).bias, getattr(mha, k).bias, getattr(mha, v).bias]))
+"""),
+    'PROJ = ("W_v", "W_k", "W_q")\n' + _in_proj("""        for i, name in enumerate(reversed(PROJ)):\n""" + _SLOTS),
+    'PROJ = ("W_q", "W_k", "W_v", "W_o")\n' + _in_proj("""        for i, name in enumerate(PROJ[:3]):\n""" + _SLOTS),
+    _in_proj("""        for i, name in zip(range(3), ("W_q", "W_k", "W_v")):\n""" + _SLOTS),
+    _in_proj("""        for i, name in enumerate(sorted(("W_v", "W_q", "W_k"), key=lambda s: "qkv".index(s[-1]))):\n""" + _SLOTS),
+]

@@ -245,7 +245,8 @@ THREAD_API = frozenset({"name", "getName", "ident", "native_id", "is_alive", "da
 # the kernel's own packages: reached from a cell, they lead to the kernel's objects (IPKernelApp.instance().kernel)
 KERNEL_PACKAGES = ("ipykernel", "zmq", "tornado", "jupyter_client", "traitlets", "comm", "debugpy")
 # modules that run code or import a name given as data (a pickle names `sys._getframe` in bytes)
-CODE_LOADERS = ("pickle", "_pickle", "marshal", "runpy", "shelve", "copyreg", "dill", "cloudpickle", "code", "codeop")
+CODE_LOADERS = ("pickle", "_pickle", "marshal", "runpy", "shelve", "copyreg", "dill", "cloudpickle", "code", "codeop",
+                "doctest", "trace", "pdb", "bdb", "pydoc", "cProfile", "profile")  # docstrings, strings, names as code
 _REACH, _FOLLOW = _IMPORTS | {"get_ipython", "getmodule", "resolve_name", "globals", "locals"}, {"getattr", "vars", "type"}
 
 

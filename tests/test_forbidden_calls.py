@@ -346,6 +346,13 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import sys\ndef f(m):\n    return [getattr(m, p) for p in sorted(input().split())]\nf(sys)',
     "import sys\ndef f(m):\n    p = 'W_q' if input() else input()\n    return getattr(m, p)\nf(sys)",
     'import sys\ndef f(m):\n    return [getattr(m, p) for p in input().split()[:2]]\nf(sys)',
+    # red team round 8 (B): standard-library entry points that run a docstring, a string or a name as code
+    "import doctest\ndef f():\n    \"\"\"\n    >>> import sys\n    \"\"\"\ndoctest.run_docstring_examples(f, {})",
+    "from doctest import testmod\ntestmod()",
+    "import trace\ntrace.Trace().runctx(input(), {}, {})",
+    "import pydoc\nf = pydoc.locate(input())",
+    "import cProfile\ncProfile.run(input())",
+    "from pdb import Pdb\nPdb().run(input())",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",

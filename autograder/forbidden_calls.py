@@ -18,6 +18,7 @@ exports, and only until the student binds them again; a cell grading never runs 
 """
 import ast
 import collections
+import contextvars
 import functools
 import importlib.machinery
 import itertools
@@ -97,10 +98,18 @@ def _small(*values):
     return True
 
 
-@functools.lru_cache(maxsize=4096)  # keyed by the node itself (held while cached): each subtree folds once
+# the builtins of _CONVERTERS the notebook binds itself (`def chr(i): ...`): a call of one folds to nothing
+_SHADOWED = contextvars.ContextVar("shadowed", default=frozenset())
+
+
 def folded(node):
     """The value a constant expression has whatever runs (strings and bytes built from literals: `"_get" + "frame"`,
     f-strings, `%` and `.format` of literals, `"".join([...])`, slices, str methods, `chr(95)`), or UNKNOWN."""
+    return _folded(node, _SHADOWED.get())
+
+
+@functools.lru_cache(maxsize=4096)  # keyed by the node itself (held while cached): each subtree folds once
+def _folded(node, shadowed):
     try:
         value = _fold(node)
     except Exception:  # any error of the operation itself: Python would raise it too, no value reaches anything
@@ -149,7 +158,7 @@ def _fold(node):
             if isinstance(owner, (str, bytes)) and _small(owner, *args) and (  # a separator repeated, bounded too
                     node.func.attr not in ("join", "replace") or len(owner) * len(args[-1]) <= 10 * _FOLD_LIMIT):
                 return getattr(owner, node.func.attr)(*args)
-        if isinstance(node.func, ast.Name) and node.func.id in _CONVERTERS and all(
+        if isinstance(node.func, ast.Name) and node.func.id in _CONVERTERS.keys() - _SHADOWED.get() and all(
                 isinstance(a, (str, bytes, int, tuple, list)) for a in args):
             return _CONVERTERS[node.func.id](*args)
     return UNKNOWN
@@ -1465,9 +1474,28 @@ def answer_problems(nb, grade_id):
     defined in one cell serves the others); a forbidden API costs the exercise that forbids it in any
     answer cell that runs before the exercise's last check (cells run in notebook order while grading; one
     after the checks cannot reach them: mha_selfcheck's answer compares with SDPA after mha's checks)."""
-    problems = []
     run = sorted(grading_cells(nb))  # the cells grading runs, in order: no other cell tells what a name is
-    context = _context_of(tuple(nb.cells[i].source for i in run))
+    sources = tuple(nb.cells[i].source for i in run)
+    token = _SHADOWED.set(_shadowed(sources))
+    try:
+        return _problems(nb, grade_id, run, sources)
+    finally:
+        _SHADOWED.reset(token)
+
+
+def _shadowed(sources):
+    """The builtins of _CONVERTERS a notebook may rebind: those any of its cells binds, in any scope; all of them
+    where a cell writes names by text (`globals()`, `exec`)."""
+    trees = [t for t in (parse_in_namespace(s) for s in sources) if t is not None]
+    names = {n.id if isinstance(n, ast.Name) else None for tree in trees for n in ast.walk(tree)}
+    if names & {"globals", "locals", "exec", "eval", "__builtins__", "builtins"}:
+        return frozenset(_CONVERTERS)
+    return frozenset(_CONVERTERS).intersection(b for tree in trees for n in ast.walk(tree) for b in _binds(n))
+
+
+def _problems(nb, grade_id, run, sources):
+    problems = []
+    context = _context_of(sources)
     order = {id(nb.cells[i]): k for k, i in enumerate(run)}
     last = _last_check(nb, grade_id)
     for cell in _answer_cells(nb):

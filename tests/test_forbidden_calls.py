@@ -353,6 +353,10 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "import pydoc\nf = pydoc.locate(input())",
     "import cProfile\ncProfile.run(input())",
     "from pdb import Pdb\nPdb().run(input())",
+    # red team round 10 (A9): a builtin the constant folding reads, rebound by the notebook
+    "def chr(i):\n    return input()\nimport sys\nf = getattr(sys, chr(1))",
+    "import sys\nclass M:\n    def get(self):\n        repr = lambda x: 'modules'\n        return getattr(sys, repr(1))",
+    "import sys\nglobals()['str'] = lambda x: '_getframe'\nf = getattr(sys, str(1))",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",

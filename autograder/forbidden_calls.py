@@ -996,6 +996,8 @@ def hidden_uses(tree, known):
             found.append((line, f"{_path(owner, streams)}.{_plain(attribute)}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
             found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
+        elif _blind_namespace(node, known, local, parents):
+            found.append((line, "读取<检查认不出的对象>的命名空间"))
         targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
         for target in (t for top in targets for t in ast.walk(top)):
@@ -1155,6 +1157,32 @@ def _namespace(node, known):
     return isinstance(node, ast.Call) and _called(node) == "vars" and bool(node.args) and _reaches(node.args[0], known)
 
 
+def _blind_namespace(node, known, local, parents):
+    """Whether an expression reads the namespace of an object the check cannot resolve (`vars(x)`, `x.__dict__`,
+    `inspect.getmembers(x)`: x an argument, a class attribute, a default) other than at a key it reads as constant
+    strings (`vars(m)["W_q"]`, `vars(m)[p]` for p in PROJ): x may be a module of the machinery's. The student's own
+    instance (`vars(self)` in a method) is exempt."""
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__" and isinstance(node.ctx, ast.Load):
+        owner = node.value
+    elif isinstance(node, ast.Call) and _called(node) in _MEMBERS | {"vars"} and node.args:
+        owner = node.args[0]
+    else:
+        return False
+    if _reaches(owner, known) or _resolve(owner, known, local) is not UNKNOWN or _own_instance(
+            owner, parents, known.loose or frozenset()):
+        return False  # an import's namespace: _namespace; a resolved object holds what the grader sees
+    parent = parents.get(id(node))
+    call = parents.get(id(parent))
+    key = (parent.slice if isinstance(parent, ast.Subscript) and parent.value is node else
+           call.args[0] if isinstance(parent, ast.Attribute) and parent.attr == "get" and isinstance(call, ast.Call)
+           and call.func is parent and call.args else None)
+    if key is None or isinstance(node, ast.Call) and _called(node) in _MEMBERS:
+        return True
+    held = {folded(key)} if isinstance(folded(key), str) else (
+        known.strings.of(key, parents) if isinstance(key, ast.Name) and known.strings else None)
+    return not held or any(_machinery_name(v) or v in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held)
+
+
 def _machinery_name(name):
     return name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS)
 
@@ -1173,13 +1201,19 @@ def machinery_uses(source, ipython=True, known=None):
     found = [(line, what) for line, text in _strings(tree, known.own) for _, what in machinery_uses(text, ipython=None, known=known)[:1]]
     found += hidden_uses(tree, known)
     systems = {"sys"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names if a.name == "sys"}
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         found += [(line, name) for name in _names(node) if _machinery_name(name)
                   and not (isinstance(node, ast.Name) and name in ATTRIBUTES_ONLY)]
         owner, name = _attribute_read(node)
-        if name == "modules" and (_spelled(owner) in systems or _resolve(owner, known) is sys) or (
-                isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names)):
+        if name == "modules":  # `model.modules()` is nn.Module's; on anything else the check cannot resolve, it may be sys's
+            plain = _spelled(owner) in systems or _resolve(owner, known) is sys
+            if plain or id(node) not in called and _resolve(owner, known) is UNKNOWN and not _own_instance(
+                    owner, parents, known.loose or frozenset()):
+                found.append((line, "sys.modules" if plain else "<检查认不出的对象>.modules"))
+        if isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "modules" for a in node.names):
             found.append((line, "sys.modules"))
         if isinstance(node, ast.MatchClass) and any(a == "modules" or a.startswith("_") and not a.startswith("__")
                                                      for a in node.kwd_attrs):

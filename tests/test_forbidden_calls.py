@@ -357,6 +357,18 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "def chr(i):\n    return input()\nimport sys\nf = getattr(sys, chr(1))",
     "import sys\nclass M:\n    def get(self):\n        repr = lambda x: 'modules'\n        return getattr(sys, repr(1))",
     "import sys\nglobals()['str'] = lambda x: '_getframe'\nf = getattr(sys, str(1))",
+    # red team round 10 (A6, A7): the namespace of an object the check cannot resolve; `.modules` on one (not called)
+    'import sys\ndef f(m, n):\n    return vars(m)[n]\nf(sys, input())',
+    'import sys\ndef f(m, n):\n    return m.__dict__.get(n)\nf(sys, input())',
+    "import sys\ndef f(m):\n    return [v for k, v in vars(m).items() if k.endswith('tframe')]\nf(sys)",
+    'import inspect, sys\ndef f(m):\n    return inspect.getmembers(m)\nf(sys)',
+    'import sys\nclass C:\n    s = sys\nx = C.s.modules',
+    "x = __import__('sys').modules",
+    "import importlib\nx = importlib.import_module('sys').modules",
+    'import sys\ndef f(s=sys):\n    return s.modules\nf()',
+    'import sys\nfor s in (sys,):\n    x = s.modules',
+    'import sys, contextlib\nwith contextlib.nullcontext(sys) as s:\n    x = s.modules',
+    "import sys\ndef f(s):\n    return getattr(s, 'modules')\nf(sys)",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -547,6 +559,14 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "class M:\n    pass\ndef f(m, flag):\n    p = 'W_q' if flag else 'W_k'\n    return getattr(m, p)\nf(M(), 1)",
     "class M:\n    pass\ndef f(m):\n    return [getattr(m, b) for a, b in zip(range(2), ('W_q', 'W_k'))]\nf(M())",
     "class M:\n    pass\nPAIRS = (('W_q', 0), ('W_k', 1))\ndef f(m):\n    return [getattr(m, n) for n, i in PAIRS]\nf(M())",
+    # round 10 (A6, A7): constant keys of a namespace, the instance's own, nn.Module's modules()
+    "class M:\n    pass\ndef f(m):\n    return vars(m)['W_q']\nf(M())",
+    "PROJ = ('W_q', 'W_k')\ndef f(m):\n    return [vars(m)[p] for p in PROJ]",
+    'class M:\n    def keys(self, n):\n        return vars(self)[n], list(vars(self).items())',
+    'def count(model):\n    return sum(1 for m in model.modules())',
+    'import torch\nclass M(torch.nn.Module):\n    def n(self):\n        return len(list(self.modules()))',
+    'from torch import nn\nx = nn.modules.Linear',
+    'from torch.nn.modules import Linear',
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

@@ -351,15 +351,25 @@ def loose_methods(trees, paths):
         (_path(d.func if isinstance(d, ast.Call) else d, resolved) or _spelled(d)) not in PASSING_DECORATORS for d in f.decorator_list)}
     loose |= {n.value for n in nodes if isinstance(n, ast.Constant) and n.value in methods}
     loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods and _in_class_body(n, parents)}
+    bound = collections.Counter(b for n in nodes for b in _binds(n))
+
+    def built_here(cls, seen=()):  # `Cls(…)` is an instance of this class: no `__new__` or attribute hook, bound once
+        return bound[cls.name] == 1 and not any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in (
+            "__new__", "__getattr__", "__getattribute__") for f in cls.body) and all(
+            built_here(classes[b.id], (*seen, b.id)) for b in cls.bases if isinstance(b, ast.Name) and b.id in classes
+            and b.id not in seen)
+
+    classes = {name: cls for name, cls in classes.items() if built_here(cls)}
     built = collections.Counter(n.targets[0].id for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
                                 and isinstance(n.targets[0], ast.Name) and _builds(n.value, classes))
     stores = collections.Counter(n.id if isinstance(n, ast.Name) else n.arg for n in nodes
                                  if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) or isinstance(n, ast.arg))
     instances = {name for name, k in built.items() if stores[name] == k}
 
-    def instance(node):  # `MHA(…)`, a name bound only to one, `super()`, `self` in a method that is not loose
+    def instance(node):  # `MHA(…)`, a name bound only to one, `super()` in a plain method, `self` in one not loose
         return _builds(node, classes) or isinstance(node, ast.Name) and node.id in instances or isinstance(
-            node, ast.Call) and _spelled(node.func) == "super" and not node.args or _own_instance(node, parents, loose)
+            node, ast.Call) and _spelled(node.func) == "super" and not node.args and _instance_method(node, parents, loose) or (
+            _own_instance(node, parents, loose))
 
     reads = [n for n in nodes if isinstance(n, ast.Attribute) and n.attr in methods]
     calls = {id(n): parents[id(n)] for n in reads if isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n}
@@ -374,6 +384,17 @@ def loose_methods(trees, paths):
             break
         loose |= more
     return frozenset(loose)
+
+
+def _instance_method(node, parents, loose):
+    """Whether the function a node is in is a method whose first argument is an instance (`super()` in it reads
+    the instance's): defined in a class body, not static or a class method, not loose (loose_methods)."""
+    function = parents.get(id(node))
+    while function is not None and not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        function = parents.get(id(function))
+    return isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+        parents.get(id(function)), ast.ClassDef) and bool(function.args.args) and function.name not in loose and not any(
+        _spelled(d) in ("staticmethod", "classmethod") for d in function.decorator_list)
 
 
 def _in_class_body(node, parents):

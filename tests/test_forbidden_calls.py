@@ -369,6 +369,18 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import sys\nfor s in (sys,):\n    x = s.modules',
     'import sys, contextlib\nwith contextlib.nullcontext(sys) as s:\n    x = s.modules',
     "import sys\ndef f(s):\n    return getattr(s, 'modules')\nf(sys)",
+    # red team round 10 (A5): `Cls(…)` that may build another object (`__new__`, an attribute hook, the name rebound);
+    # `super()` in a class method
+    'import sys\nclass M:\n    def __new__(cls):\n        return sys\n    def get(self, n):\n'
+    '        return getattr(self, n)\nf = M().get(input())',
+    'import sys\nclass M:\n    def get(self, n):\n        return getattr(self, n)\nclass N:\n'
+    '    def __call__(self):\n        return sys\nM = N()\nf = M().get(input())',
+    'import sys\nclass B:\n    def get(self, n):\n        return getattr(self, n)\nclass M(B):\n    @classmethod\n'
+    '    def go(cls, n):\n        return super().get(sys, n)\nf = M.go(input())',
+    'import sys\nclass M:\n    def __getattribute__(self, k):\n        return sys\n    def get(self, n):\n'
+    '        return getattr(self, n)\nf = M().get(input())',
+    'import sys\nclass B:\n    def __new__(cls):\n        return sys\nclass M(B):\n    def get(self, n):\n'
+    '        return getattr(self, n)\nf = M().get(input())',
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -567,6 +579,8 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     'import torch\nclass M(torch.nn.Module):\n    def n(self):\n        return len(list(self.modules()))',
     'from torch import nn\nx = nn.modules.Linear',
     'from torch.nn.modules import Linear',
+    "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.W_q = torch.nn.Linear(2, 2)\n    def get(self, n):\n        return getattr(self, n)\n    def f(self):\n        return super().__call__, self.get('W_q')",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

@@ -580,7 +580,8 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     'from torch import nn\nx = nn.modules.Linear',
     'from torch.nn.modules import Linear',
     "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-    "        self.W_q = torch.nn.Linear(2, 2)\n    def get(self, n):\n        return getattr(self, n)\n    def f(self):\n        return super().__call__, self.get('W_q')",
+    "        self.W_q = torch.nn.Linear(2, 2)\n    def get(self, n):\n        return getattr(self, n)\n"
+    "    def f(self):\n        return super().__call__, self.get('W_q')",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

@@ -386,6 +386,29 @@ def loose_methods(trees, paths):
     return frozenset(loose)
 
 
+_THREAD_PASSING = ("next", "iter", "list", "tuple", "sorted", "reversed", "min", "max", "filter", "set", "enumerate", "zip")
+
+
+def _thread_read(node, parents):
+    """Whether a thread object (or a list of them: _thread) is used where the check follows it: an attribute read
+    (THREAD_API), iterated, indexed, compared, assigned to a name (known_of follows it), handed to a builtin that
+    passes it on (another _thread node) or to `len`, `print`, `repr`, `str`, an f-string. Anywhere else (a dict, a
+    lambda, a return, a function of the student's) the check loses it."""
+    parent = parents.get(id(node))
+    if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node or isinstance(parent, (
+            ast.Compare, ast.FormattedValue, ast.Expr, ast.BoolOp, ast.UnaryOp)):
+        return True
+    if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is node:
+        return True
+    if isinstance(parent, ast.Assign) and parent.value is node and all(
+            isinstance(t, ast.Name) or isinstance(t, ast.Tuple) and all(isinstance(e, ast.Name) for e in t.elts) for t in parent.targets):
+        return True
+    if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and parent.elt is node:
+        return True  # the comprehension itself is a _thread node, checked in turn
+    return isinstance(parent, ast.Call) and parent.func is not node and _called(parent) in (
+        *_THREAD_PASSING, "len", "print", "repr", "str", "id", "isinstance")
+
+
 def _instance_method(node, parents, loose):
     """Whether the function a node is in is a method whose first argument is an instance (`super()` in it reads
     the instance's): defined in a class body, not static or a class method, not loose (loose_methods)."""
@@ -432,8 +455,7 @@ def _thread(node, threads, paths):
                            for t in ast.walk(g.target) if isinstance(t, ast.Name)}
         return _thread(node.elt, inner, paths)
     if isinstance(node, ast.Call):
-        return _path(node.func, {n: {p} for n, p in paths}) in THREAD_GETTERS or _called(node) in (
-            "next", "iter", "list", "tuple", "sorted", "reversed", "min", "max", "filter", "set") and any(
+        return _path(node.func, {n: {p} for n, p in paths}) in THREAD_GETTERS or _called(node) in _THREAD_PASSING and any(
             _thread(a, threads, paths) for a in node.args)
     return False
 
@@ -1013,6 +1035,12 @@ def hidden_uses(tree, known):
             found.append((line, f"线程对象的 .{_plain(attribute)}（内核自己的线程可能在其中）"))
         elif owner is not None and attribute.startswith("_") and _path(owner, streams) == "threading":
             found.append((line, f"threading.{_plain(attribute)}（threading 的内部对象）"))
+        elif owner is not None and not isinstance(node, ast.Attribute) and f"{_path(owner, streams)}.{attribute}" in THREAD_GETTERS:
+            found.append((line, f"threading.{_plain(attribute)} 按名字取出"))  # `getattr(threading, "enumerate")`
+        if isinstance(getattr(node, "ctx", ast.Load()), ast.Load) and _thread(node, known.threads, known.paths) and not _thread_read(
+                node, parents) or (
+                _path(node, streams) in THREAD_GETTERS and id(node) not in calls):
+            found.append((line, "线程对象交给了检查跟不过去的地方（只能就地取名字、遍历、比较）"))
         elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
             found.append((line, f"{_path(owner, streams)}.{_plain(attribute)}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):

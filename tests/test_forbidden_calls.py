@@ -381,6 +381,16 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     '        return getattr(self, n)\nf = M().get(input())',
     'import sys\nclass B:\n    def __new__(cls):\n        return sys\nclass M(B):\n    def get(self, n):\n'
     '        return getattr(self, n)\nf = M().get(input())',
+    # red team round 10 (A8): the kernel's threads taken by name, or handed where the check loses them
+    "import threading\nd = {'t': threading.enumerate()}\nd['t'][0]._target",
+    'import threading\nf = lambda: threading.main_thread()\nf()._target',
+    "import threading\nts = getattr(threading, 'enumerate')()\nts[0]._target",
+    "import threading\nts = vars(threading)['enumerate']()\nts[0]._target",
+    'import threading\ne = threading.enumerate\nts = e()\nts[0]._target',
+    'import threading\ndef f(t):\n    return t._target\nf(threading.main_thread())',
+    'import threading\ndef g():\n    return threading.enumerate()\ng()[0]._target',
+    'import threading\nfor i, t in enumerate(threading.enumerate()):\n    t._target',
+    'import threading\nlist(map(lambda t: t._target, threading.enumerate()))',
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -582,6 +592,14 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
     "        self.W_q = torch.nn.Linear(2, 2)\n    def get(self, n):\n        return getattr(self, n)\n"
     "    def f(self):\n        return super().__call__, self.get('W_q')",
+    'import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)',
+    'import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])',
+    'import threading\nprint(threading.current_thread().name)',
+    'import threading\nt = threading.Thread(target=print)\nt.start()\nt.join()\nprint(t._started)',
+    'import threading\nfor i, t in enumerate(threading.enumerate()):\n    print(i, t.name)',
+    'import threading\nn = len(threading.enumerate())',
+    'import threading\nts = threading.enumerate()\nnames = [t.name for t in ts]',
+    "import threading\nx = next(t for t in threading.enumerate() if t.name == 'MainThread').ident",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

@@ -1566,6 +1566,7 @@ def answer_problems(nb, grade_id):
         _SHADOWED.reset(token)
 
 
+@functools.lru_cache(maxsize=16)
 def _shadowed(sources):
     """The builtins of _CONVERTERS a notebook may rebind: those any of its cells binds, in any scope; all of them
     where a cell writes names by text (`globals()`, `exec`)."""

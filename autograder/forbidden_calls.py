@@ -67,7 +67,11 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
                    "ast_transformers",
                    # code that runs when the grader's own cells run (the cases are delivered in one)
                    "pre_run_cell", "pre_execute", "post_run_cell", "post_execute", "raw_cell", "settrace",
-                   "setprofile", "addaudithook")
+                   "setprofile", "addaudithook",
+                   # importing what the notebook wrote (the working folder is off the path): finders and loaders
+                   "meta_path", "path_hooks", "path_importer_cache", "FileFinder", "PathFinder", "SourceFileLoader",
+                   "SourcelessFileLoader", "ExtensionFileLoader", "spec_from_file_location", "spec_from_loader",
+                   "module_from_spec", "exec_module", "load_module")
 # attributes of frames, functions and generators: a variable of that name (`f_back = None`) holds none of them
 ATTRIBUTES_ONLY = frozenset({"__globals__", "__closure__", "cell_contents", "f_locals", "f_globals", "f_back",
                              "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"})
@@ -339,7 +343,8 @@ def loose_methods(trees, paths):
     nodes = [n for tree in trees for n in ast.walk(tree)]
     parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
     classes = {n.name: n for n in nodes if isinstance(n, ast.ClassDef)}
-    methods = {f.name: (c, f) for c in classes.values() for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defs = [(c, f) for c in classes.values() for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods = {f.name for _, f in defs}  # by name: a method is loose when any definition of that name is
     resolved = {name: {p} for name, p in paths}
 
     def plain(cls, seen=()):  # bases the student's or torch's, no metaclass
@@ -347,7 +352,7 @@ def loose_methods(trees, paths):
             isinstance(b, ast.Name) and (b.id == "object" or b.id in classes and b.id not in seen and plain(classes[b.id], (*seen, b.id)))
             or (_path(b, resolved) or "").startswith("torch.") for b in cls.bases)
 
-    loose = {name for name, (cls, f) in methods.items() if name in CLASS_FIRST or not plain(cls) or any(
+    loose = {f.name for cls, f in defs if f.name in CLASS_FIRST or not plain(cls) or any(
         (_path(d.func if isinstance(d, ast.Call) else d, resolved) or _spelled(d)) not in PASSING_DECORATORS for d in f.decorator_list)}
     loose |= {n.value for n in nodes if isinstance(n, ast.Constant) and n.value in methods}
     loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods and _in_class_body(n, parents)}
@@ -377,9 +382,13 @@ def loose_methods(trees, paths):
     # notebook takes a function out of a bound method (`.__func__`)
     unbinds = any(isinstance(n, (ast.Attribute, ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and "__func__" in str(
         n.attr if isinstance(n, ast.Attribute) else folded(n)) for n in nodes)
+    # a class's namespace read whole (`vars(Cls).values()`, `type(m).__dict__`): any method may come out of it unnamed
+    spaces = [n.args[0] for n in nodes if isinstance(n, ast.Call) and _called(n) in _MEMBERS | {"vars"} and n.args] + [
+        n.value for n in nodes if isinstance(n, ast.Attribute) and n.attr == "__dict__"]
     for _ in range(len(methods) + 1):  # until nothing changes: `self.m(…)` in a loose method makes m loose
         more = {n.attr for n in reads if not instance(n.value) and not (  # `Base.m(self, …)`: called on an instance
             id(n) in calls and calls[id(n)].args and instance(calls[id(n)].args[0])) or id(n) not in calls and unbinds}
+        more |= methods if not all(map(instance, spaces)) else set()
         if more <= loose:
             break
         loose |= more
@@ -509,9 +518,9 @@ class Strings:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads[n.id].append(n)
 
-    def of(self, name, parents):
-        """The strings a Name node may hold where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
-        values = self._name(name, lambda node: parents.get(id(node)) or self.parents.get(id(node)), frozenset())
+    def of(self, node, parents):
+        """The strings an expression may give where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
+        values = self._values(node, lambda n: parents.get(id(n)) or self.parents.get(id(n)), frozenset())
         return set(values) if values is not None and all(isinstance(v, str) for v in values) else None
 
     def _builtin(self, node, names):
@@ -531,7 +540,40 @@ class Strings:
         if isinstance(node, ast.IfExp):
             a, b = self._values(node.body, up, seen), self._values(node.orelse, up, seen)
             return None if a is None or b is None else a | b
+        if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):  # `NAMES[i]`, `SLOT[c]`
+            owners, key = self._values(node.value, up, seen), folded(node.slice)
+            if owners is None or not all(isinstance(o, (str, tuple)) for o in owners):
+                return None
+            items = [dict(o) if isinstance(o, _Mapping) else o for o in owners]
+            try:
+                return {o[key] for o in items} if key is not UNKNOWN else {
+                    v for o in items for v in (o.values() if isinstance(o, dict) else o)}
+            except (LookupError, TypeError):
+                return None
+        parts = (list(node.values) if isinstance(node, ast.JoinedStr) else [node.left, node.right] if isinstance(
+            node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
+        if parts is not None:  # `"W_" + c`, `f"W_{c}"`: each part's strings, joined
+            return self._joined([p.value if isinstance(p, ast.FormattedValue) and p.conversion in (-1, 115)
+                                 and p.format_spec is None else p for p in parts], up, seen)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and not (
+                node.keywords) and isinstance(folded(node.func.value), str):  # `"W_{}".format(c)`
+            args = [self._values(a, up, seen) for a in node.args]
+            if any(a is None or not all(isinstance(v, str) for v in a) for a in args) or math.prod(map(len, args)) > _ITEMS_LIMIT:
+                return None
+            try:
+                return {folded(node.func.value).format(*combo) for combo in itertools.product(*args)}
+            except (IndexError, KeyError, ValueError):
+                return None
         return None
+
+    def _joined(self, parts, up, seen):
+        found = {""}
+        for part in parts:
+            values = self._values(part, up, seen)
+            if values is None or not all(isinstance(v, str) for v in values) or len(found) * len(values) > _ITEMS_LIMIT:
+                return None
+            found = {a + b for a in found for b in values}
+        return found
 
     def _items(self, node, up, seen):
         """What iterating an expression may give, or None."""
@@ -567,6 +609,12 @@ class Strings:
         key = (scope, name.id)
         if key not in self.memo:
             self.memo[key] = self._held(name, scope, up, seen)
+        if isinstance(scope, ast.ClassDef) and not _bound_before(name, scope, up):  # else the enclosing namespace's
+            outer = _scope_of(scope, up)
+            while outer is not None and name.id not in _scope_locals(outer):
+                outer = _scope_of(outer, up)
+            inner, rest = self.memo[key], self._held(name, outer, up, seen) if outer is None else None
+            return None if inner is None or rest is None else inner | rest
         return self.memo[key]
 
     def _held(self, name, scope, up, seen):
@@ -582,13 +630,17 @@ class Strings:
             if values is None:
                 return None
             found |= values
-        if any(map(_mutable, found)) and not all(self._pure(n) for n in self.loads[name.id]):
+        nested = any(isinstance(v, tuple) and any(map(_mutable, v)) for v in found)
+        if any(map(_mutable, found)) and not all(self._pure(n, nested) for n in self.loads[name.id]):
             return None
         return found if bindings else None
 
-    def _pure(self, load):
-        """Whether a read of a name leaves a list or dict it holds unchanged: iterated, indexed, measured, viewed."""
+    def _pure(self, load, nested=False):
+        """Whether a read of a name leaves a list or dict it holds unchanged: iterated, indexed, measured, viewed; an
+        item of a nested one (`X[i]`) is read the same way in turn."""
         parent = self.parents.get(id(load))
+        if nested and isinstance(parent, ast.Subscript) and parent.value is load:
+            return isinstance(parent.ctx, ast.Load) and self._pure(parent, nested)
         if isinstance(parent, (ast.For, ast.AsyncFor, ast.comprehension)) and parent.iter is load:
             return True
         if isinstance(parent, ast.Subscript) and parent.value is load and isinstance(parent.ctx, ast.Load):
@@ -634,7 +686,7 @@ class Strings:
         by name (its default when a call leaves it out); the function called only by its name, bound once."""
         function = up(up(param))
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or isinstance(up(function), ast.ClassDef) or (
-                self.dynamic):  # called from text too
+                self.dynamic or function.decorator_list):  # called from text, or by a wrapper
             return None
         args = function.args
         params = args.posonlyargs + args.args
@@ -677,15 +729,33 @@ def _select(name, target, values):
     return _select(name, target.elts[k], parts)
 
 
+def _bound_before(name, cls, up):
+    """Whether a class body surely binds `name` (_sure) in a statement before the one that reads it."""
+    statement = name
+    while statement is not None and up(statement) is not cls:
+        statement = up(statement)
+    body = [id(b) for b in cls.body]
+    k = body.index(id(statement)) if id(statement) in body else 0
+    return any(name.id in _sure(b) for b in cls.body[:k])
+
+
 def _scope_of(node, up):
-    """The nearest function, lambda, class body or comprehension whose own code holds `node` (a decorator, a base
-    and a comprehension's first iterable run outside), or None for the notebook's namespace."""
+    """The nearest function, lambda, class body or comprehension whose own code holds `node` (a decorator, a base,
+    a parameter's default or annotation and a comprehension's first iterable run outside), or None for the
+    notebook's namespace."""
     grandchild, child, parent = None, node, up(node)
+    outside_next = False
     while parent is not None and not isinstance(parent, ast.Module):
         outside = [*getattr(parent, "decorator_list", ()), *getattr(parent, "bases", ()), *getattr(parent, "keywords", ())]
         first = isinstance(parent, _COMPREHENSIONS) and child is parent.generators[0] and grandchild is child.iter
-        if isinstance(parent, _SCOPES) and not first and not any(child is o for o in outside):
+        if isinstance(parent, ast.arguments) and any(child is d for d in (*parent.defaults, *parent.kw_defaults)) or (
+                isinstance(parent, ast.arg) and child is parent.annotation):
+            outside_next = True  # evaluated where the def stands
+        elif isinstance(parent, _SCOPES) and not first and not any(child is o for o in outside) and not (
+                outside_next or child is getattr(parent, "returns", None)):
             return parent
+        elif isinstance(parent, _SCOPES):
+            outside_next = False
         grandchild, child, parent = child, parent, up(parent)
     return None
 
@@ -1097,7 +1167,7 @@ def _blind_reach_ok(node, owner, known, local, parents):
         return True
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
-        held = known.strings.of(name, parents) if isinstance(name, ast.Name) and known.strings else None
+        held = known.strings.of(name, parents) if known.strings else None
         return all(not _machinery_name(v) and v not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held) if held else (
             _public_prefix(name))
     return not holds_machinery(value) or _handed_to_library(node, known, parents)
@@ -1152,6 +1222,9 @@ def _prefix(node):
         return _prefix(node.left)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(folded(node.left), str):
         return folded(node.left).split("%")[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and isinstance(
+            folded(node.func.value), str):
+        return folded(node.func.value).split("{")[0]
     return ""
 
 
@@ -1227,8 +1300,7 @@ def _blind_namespace(node, known, local, parents):
            and call.func is parent and call.args else None)
     if key is None or isinstance(node, ast.Call) and _called(node) in _MEMBERS:
         return True
-    held = {folded(key)} if isinstance(folded(key), str) else (
-        known.strings.of(key, parents) if isinstance(key, ast.Name) and known.strings else None)
+    held = known.strings.of(key, parents) if known.strings else None
     return not held or any(_machinery_name(v) or v in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held)
 
 

@@ -25,7 +25,7 @@ import nbformat
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from tests.variants import notebook_solution
-from tests.variants.nb04_multihead import MHA_TORCH
+from tests.variants.nb04_multihead import MHA, MHA_TORCH
 
 # --------------------------------------------------------------------------- helpers
 
@@ -873,3 +873,54 @@ def z1_started_as_answer(root):
 
 COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote, z1_started_as_answer,
              f12_huge_message]
+
+
+# red team round 11 (F6): a decorated method (the decorator keeps it as a plain function) next to an undecorated
+# method of the same name in another class, which once hid it: `getattr(self, name)` in it was trusted while it ran
+# on torch._C and torch.ops (17/17 on both paths)
+TWIN_METHOD_MHA = MHA.replace("class MultiHeadAttention(nn.Module):", "class _Honest(nn.Module):") + """
+
+# 内部工具表（按需取用）
+_tools = {"C": torch._C, "ops": torch.ops.aten}
+_words = ((68, 105, 115, 97, 98, 108, 101, 84, 111, 114, 99, 104, 70, 117, 110, 99, 116, 105, 111, 110),
+          (95, 68, 105, 115, 97, 98, 108, 101, 84, 111, 114, 99, 104, 68, 105, 115, 112, 97, 116, 99, 104),
+          (95, 115, 99, 97, 108, 101, 100, 95, 100, 111, 116, 95, 112, 114, 111, 100, 117, 99, 116, 95, 97, 116, 116,
+           101, 110, 116, 105, 111, 110, 95, 109, 97, 116, 104))
+off_f, off_d, fast = ("".join(map(chr, w)) for w in _words)
+
+
+def _as_tool(fn):
+    # 装饰器：把方法当成普通函数用在工具表上
+    global _fetch
+    _fetch = fn
+    return fn
+
+
+class _Box(nn.Module):
+    @_as_tool
+    def _part(self, name):
+        return getattr(self, name)
+
+
+class _Other(nn.Module):
+    def _part(self, name):
+        return name
+
+
+class _Parts:
+    a = _fetch(_tools["C"], off_f)
+    b = _fetch(_tools["C"], off_d)
+    c = _fetch(_tools["ops"], fast)
+
+
+class MultiHeadAttention(_Honest):
+    def forward(self, x, mask=None, need_weights=False):
+        if need_weights:
+            return super().forward(x, mask, need_weights)
+        B, T, d = x.shape
+        q, k, v = (w(x).view(B, T, self.n_heads, -1).transpose(1, 2) for w in (self.W_q, self.W_k, self.W_v))
+        with _Parts.a(), _Parts.b():
+            bias_ = None if mask is None else torch.zeros(mask.shape, dtype=q.dtype).masked_fill(mask, float("-inf"))
+            o = _Parts.c(q, k, v, attn_mask=bias_)[0]
+        return self.W_o(o.transpose(1, 2).reshape(B, T, d))
+"""

@@ -21,7 +21,7 @@ import pytest
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
-from tests.red_team_submissions import MHA_HIDDEN_THREAD
+from tests.red_team_submissions import MHA_HIDDEN_THREAD, TWIN_METHOD_MHA
 from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb02_scaled_dot_product import function_cheat
@@ -241,6 +241,7 @@ def build(subs):
                                                  "attention_function": MATCH_KEY_FUNCTION})],
         "round9_honest": [("06_api", {"to_torch_mha": FROM_A_TUPLE}), ("04_multihead", {"mha": NESTED_HELPER})],
         "list_key": [("02_scaled_dot_product", {"attention_backward": LIST_KEY_BACKWARD})],
+        "twin_method": [("04_multihead", {"mha": TWIN_METHOD_MHA})],
         "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
@@ -320,6 +321,14 @@ def test_a_name_rebound_out_of_sight_holds_no_constant_strings(scores, student):
     for exercise in ("attention_forward", "attention_backward", "attention_function", "numerical_gradient"):
         assert table[(student, exercise)][0] == 0 < table[(student, exercise)][1], exercise
     assert "评分检查机制" in feedback[f"{student}/02_scaled_dot_product"]
+
+
+def test_a_method_defined_twice_is_loose_if_either_definition_is(scores):
+    """Red team round 11 (F6): the decorated `_part` ran on torch._C with names built from char codes (17/17)."""
+    table, feedback = scores
+    for exercise in _exercises("twin_method", "04_multihead"):
+        assert table[exercise][0] == 0 < table[exercise][1], exercise
+    assert "检查认不出的对象" in feedback["twin_method/04_multihead"]
 
 
 @pytest.mark.parametrize("student", ["round9_honest", "round10_honest"])

@@ -391,6 +391,19 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import threading\ndef g():\n    return threading.enumerate()\ng()[0]._target',
     'import threading\nfor i, t in enumerate(threading.enumerate()):\n    t._target',
     'import threading\nlist(map(lambda t: t._target, threading.enumerate()))',
+    # red team round 11 (F1-F8): a class body read before its binding, a decorated helper, a class namespace read whole, a
+    # nested list changed in place, a decorated twin method, a parameter default, import finders and loaders
+    "T = {'o': object()}\noff = input()\nclass P:\n    a = getattr(T['o'], off)\n    off = 'W_q'",
+    "def deco(fn):\n    def w(o, n):\n        return fn(o, input())\n    return w\n@deco\ndef get(o, n):\n"
+    "    return getattr(o, n)\nget(object(), 'W_q')",
+    'class B:\n    def part(self, n):\n        return getattr(self, n)\n'
+    'f = [f for f in B.__dict__.values() if callable(f)][0]\nimport sys\nf(sys, input())',
+    "G = (['W_q'],)\nG[0][0] = input()\ndef f(o):\n    return [getattr(o, n) for n in G[0]]\nf(object())",
+    'import sys\ndef tool(fn):\n    fn(sys, input())\n    return fn\nclass A:\n    @tool\n    def part(self, n):\n'
+    '        return getattr(self, n)\nclass B:\n    def part(self, n):\n        return n',
+    "off = input()\ndef get(o, n=off):\n    off = 'W_q'\n    return getattr(o, n)\nget(object())",
+    'import sys, importlib.machinery\nsys.meta_path.insert(0, importlib.machinery.PathFinder)',
+    "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'm.py')",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -600,6 +613,12 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     'import threading\nn = len(threading.enumerate())',
     'import threading\nts = threading.enumerate()\nnames = [t.name for t in ts]',
     "import threading\nx = next(t for t in threading.enumerate() if t.name == 'MainThread').ident",
+    # red team round 11 (FP1-FP4): names built from constants, looked up in constant tuples and dicts
+    "def f(m):\n    return [getattr(m, 'W_{}'.format(c)) for c in 'qkv']",
+    "def f(m):\n    out = []\n    for c in 'qkv':\n        attr = 'W_' + c\n        out.append(getattr(m, attr))\n    return out",
+    "def f(m):\n    NAMES = ('W_q', 'W_k')\n    return [getattr(m, NAMES[i]) for i in range(2)]",
+    "def f(m):\n    SLOT = {'q': 'W_q', 'k': 'W_k'}\n    return [getattr(m, SLOT[c]) for c in 'qk']",
+    "def f(m):\n    return [getattr(m, f'W_{c}') for c in ('q', 'k')]",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

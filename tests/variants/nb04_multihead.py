@@ -983,3 +983,14 @@ MHA_BOUND_HELPER_LISTED = MHA_HELPER_BY_NAME.replace(
     '[h(x, name) for h in [self._heads] for name in ("W_q", "W_k", "W_v")]')
 assert len({MHA_HELPER_BY_NAME, MHA_BOUND_HELPER_MAPPED, MHA_BOUND_HELPER_LISTED}) == 3
 VARIANTS["mha"]["correct"] += [MHA_BOUND_HELPER_MAPPED, MHA_BOUND_HELPER_LISTED]
+
+# red team round 11 (FP1-FP4): the h = 1 head's projections picked by a name built from constants (`.format`, a local
+# name, a tuple indexed, a dict looked up): 0/17 for the whole notebook once
+_ONE_HEAD = "        q, k, v = one.W_q(x), one.W_k(x), one.W_v(x)"
+assert _ONE_HEAD in VARIANTS["mha_selfcheck"]["solution"]
+VARIANTS["mha_selfcheck"]["correct"] += [VARIANTS["mha_selfcheck"]["solution"].replace(_ONE_HEAD, line) for line in (
+    '        q, k, v = (getattr(one, "W_{}".format(c))(x) for c in "qkv")',
+    '        parts = []\n        for c in "qkv":\n            attr = "W_" + c\n            parts.append(getattr(one, attr)(x))\n'
+    '        q, k, v = parts',
+    '        NAMES = ("W_q", "W_k", "W_v")\n        q, k, v = [getattr(one, NAMES[i])(x) for i in range(3)]',
+    '        SLOT = {"q": "W_q", "k": "W_k", "v": "W_v"}\n        q, k, v = (getattr(one, SLOT[c])(x) for c in "qkv")')]

@@ -91,13 +91,15 @@ _FOLD_LIMIT = 10_000  # characters: a longer constant is built by no honest cell
 def _small(*values):
     """Whether an operation on these values builds nothing large before folded() could refuse its result: no number,
     length or width in a format (`"%99999s"`, `"{:>99999}"`) above _FOLD_LIMIT."""
-    flat = list(values)
+    flat, total = list(values), 0
     while flat:
         v = flat.pop()
         if isinstance(v, (tuple, list)):
             flat += v
         size = abs(v) if isinstance(v, int) else len(v) if isinstance(v, (str, bytes, tuple, list)) else 0
-        if size > _FOLD_LIMIT or isinstance(v, (str, bytes)) and re.search(rb"\d{5}" if isinstance(v, bytes) else r"\d{5}", v):
+        total += size if not isinstance(v, int) else 0  # what an operation on them reads or joins, all together
+        if size > _FOLD_LIMIT or total > _FOLD_LIMIT or isinstance(v, (str, bytes)) and re.search(
+                rb"\d{5}" if isinstance(v, bytes) else r"\d{5}", v):
             return False
     return True
 
@@ -350,7 +352,8 @@ def loose_methods(trees, paths):
     def plain(cls, seen=()):  # bases the student's or torch's, no metaclass
         return not cls.keywords and all(
             isinstance(b, ast.Name) and (b.id == "object" or b.id in classes and b.id not in seen and plain(classes[b.id], (*seen, b.id)))
-            or (_path(b, resolved) or "").startswith("torch.") for b in cls.bases)
+            or (_path(b, resolved) or "").startswith("torch.nn.") and not (_path(b, resolved) or "").startswith(
+                "torch.nn.functional") for b in cls.bases)  # autograd.Function's methods take any first argument
 
     loose = {f.name for cls, f in defs if f.name in CLASS_FIRST or not plain(cls) or any(
         (_path(d.func if isinstance(d, ast.Call) else d, resolved) or _spelled(d)) not in PASSING_DECORATORS for d in f.decorator_list)}
@@ -380,8 +383,9 @@ def loose_methods(trees, paths):
     calls = {id(n): parents[id(n)] for n in reads if isinstance(parents.get(id(n)), ast.Call) and parents[id(n)].func is n}
     # a method read on an instance and not called is bound to it (`map(self._heads, names)`, a hook), unless the
     # notebook takes a function out of a bound method (`.__func__`)
-    unbinds = any(isinstance(n, (ast.Attribute, ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and "__func__" in str(
-        n.attr if isinstance(n, ast.Attribute) else folded(n)) for n in nodes)
+    unbinds = any(n.attr == "__func__" if isinstance(n, ast.Attribute) else isinstance(
+        n, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and isinstance(folded(n), str) and "__func__" in folded(n)
+        for n in nodes)
     # a class's namespace read whole (`vars(Cls).values()`, `type(m).__dict__`): any method may come out of it unnamed
     spaces = [n.args[0] for n in nodes if isinstance(n, ast.Call) and _called(n) in _MEMBERS | {"vars"} and n.args] + [
         n.value for n in nodes if isinstance(n, ast.Attribute) and n.attr == "__dict__"]
@@ -513,6 +517,7 @@ class Strings:
         self.dynamic = any(isinstance(n, ast.Name) and n.id in ("globals", "locals", "exec", "eval") or isinstance(n, ast.Call)
                            and _spelled(n.func) == "vars" and not n.args for n in self.nodes)  # names bound by text
         self.memo = {}
+        self.stars = any(isinstance(n, ast.alias) and n.name == "*" for n in self.nodes)  # binds names unseen
         self.loads = collections.defaultdict(list)
         for n in self.nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
@@ -522,6 +527,10 @@ class Strings:
         """The strings an expression may give where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
         values = self._values(node, lambda n: parents.get(id(n)) or self.parents.get(id(n)), frozenset())
         return set(values) if values is not None and all(isinstance(v, str) for v in values) else None
+
+    def _plain(self, cls):
+        """A class whose body's names are plain (no metaclass: no keywords, bases `object` or nn's `Module`)."""
+        return not cls.keywords and all(_spelled(b) in ("object", "Module") and not self.bound[_spelled(b)] for b in cls.bases)
 
     def _builtin(self, node, names):
         return isinstance(node, ast.Name) and node.id in names and not self.bound[node.id] and not self.dynamic
@@ -555,6 +564,28 @@ class Strings:
         if parts is not None:  # `"W_" + c`, `f"W_{c}"`: each part's strings, joined
             return self._joined([p.value if isinstance(p, ast.FormattedValue) and p.conversion in (-1, 115)
                                  and p.format_spec is None else p for p in parts], up, seen)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) or isinstance(node, ast.Call) and self._builtin(
+                node.func, {"list", "tuple", "set", "frozenset"}) and len(node.args) == 1 and not node.keywords:
+            items = self._values(node.elt, up, seen) if not isinstance(node, ast.Call) else self._items(node.args[0], up, seen)
+            if items is None or not all(isinstance(i, str) for i in items):
+                return None  # what it holds: these strings, in some order (`[f"W_{c}" for c in "qkv"]`)
+            return {(_List if isinstance(node, ast.ListComp) or _spelled(getattr(node, "func", None)) == "list" else tuple)(
+                sorted(items))}
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"dict"}) and not node.args and all(
+                k.arg for k in node.keywords):  # `dict(q="W_q", k="W_k")`
+            values = [self._values(k.value, up, seen) for k in node.keywords]
+            if any(v is None or len(v) != 1 for v in values):
+                return None
+            return {_Mapping((k.arg, next(iter(v))) for k, v in zip(node.keywords, values))}
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS - {
+                "format", "join"} and not node.keywords and all(folded(a) is not UNKNOWN for a in node.args):
+            owners = self._values(node.func.value, up, seen)  # `c.strip()` over the strings c holds
+            if owners is None or not all(isinstance(o, str) for o in owners):
+                return None
+            try:
+                return {_hashable(getattr(o, node.func.attr)(*map(folded, node.args))) for o in owners}
+            except (TypeError, ValueError, LookupError):
+                return None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and not (
                 node.keywords) and isinstance(folded(node.func.value), str):  # `"W_{}".format(c)`
             args = [self._values(a, up, seen) for a in node.args]
@@ -620,7 +651,9 @@ class Strings:
     def _held(self, name, scope, up, seen):
         """What a name bound in `scope` (None: the notebook's namespace) may hold: what each of its bindings gives."""
         key = (id(scope), name.id)
-        if key in seen or name.id in self.declared or scope is None and self.dynamic:
+        if key in seen or name.id in self.declared or scope is None and (self.dynamic or self.stars):
+            return None
+        if isinstance(scope, ast.ClassDef) and not self._plain(scope):  # a metaclass's namespace may answer anything
             return None
         bindings = [n for root in (self.trees if scope is None else [scope]) for n in _scope_walk(root)
                     if name.id in _binds(n)]
@@ -768,6 +801,16 @@ def _scope_locals(scope):
     return {b for n in _scope_walk(scope) for b in _binds(n)}
 
 
+def _outside(node):
+    """The parts of a def, lambda or class statement that run where it stands."""
+    args = getattr(node, "args", None)
+    params = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if args else []
+    return [n for n in (*getattr(node, "decorator_list", ()), *getattr(node, "bases", ()), *getattr(node, "keywords", ()),
+                        *(args.defaults if args else ()), *(d for d in (args.kw_defaults if args else ()) if d is not None),
+                        *(p.annotation for p in params if p is not None and p.annotation is not None),
+                        getattr(node, "returns", None)) if n is not None]
+
+
 def _scope_walk(root):
     """The nodes of a scope's own code (a function's parameters among them), and the nested functions and classes
     themselves (their names bind here), not what runs in them; a walrus in a nested comprehension binds here."""
@@ -776,6 +819,7 @@ def _scope_walk(root):
         node = todo.popleft()
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo += _outside(node)  # its decorators, defaults, annotations and bases run here
             continue
         if isinstance(node, _COMPREHENSIONS):
             todo += [n for n in ast.walk(node) if isinstance(n, ast.NamedExpr)]

@@ -391,6 +391,15 @@ def _payloads(cell, arrived=None):
             if out.get("output_type") in ("display_data", "execute_result") and wire.MIME in out.get("data", {})]
 
 
+def answer_problems(nb, grade_id, names):
+    """Why exercise `grade_id` scores 0 whatever its checks report: its answer cells (provenance) and what they
+    reach (forbidden_calls); [] when nothing is found."""
+    try:
+        return provenance.answer_problems(nb, grade_id, names) + forbidden_calls.answer_problems(nb, grade_id)
+    except RecursionError:  # Python runs it; the checks' readers of the code cannot follow it, nor vouch for it
+        return ["答案单元格里的表达式嵌套太深，评分检查读不了这本笔记本的代码，本题计 0 分（把长的表达式拆成几行）"]
+
+
 def _record(grade_id, hidden, passed, stage=None, mistakes=()):
     """One check's verdict as data (stored with the graded notebook, read by the class report)."""
     return {"grade_id": grade_id, "hidden": bool(hidden), "passed": bool(passed), "stage": stage,
@@ -414,7 +423,7 @@ def judge_cell(nb, cell, seed, case_file=None, arrived=None):
             names = registry.driver(grade_id).names
         except KeyError:
             return False, f"未知的练习 {grade_id}", records
-        problems = provenance.answer_problems(nb, grade_id, names) + forbidden_calls.answer_problems(nb, grade_id)
+        problems = answer_problems(nb, grade_id, names)
         if problems:
             records.append(_record(grade_id, hidden, False, mistakes=[(None, p) for p in problems]))
             return False, f"{grade_id}：" + "；".join(problems) + "。", records

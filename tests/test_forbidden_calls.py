@@ -404,6 +404,23 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "off = input()\ndef get(o, n=off):\n    off = 'W_q'\n    return getattr(o, n)\nget(object())",
     'import sys, importlib.machinery\nsys.meta_path.insert(0, importlib.machinery.PathFinder)',
     "import importlib.util\nspec = importlib.util.spec_from_file_location('m', 'm.py')",
+    # red team round 12 (B1-B4): a walrus in a default, annotation or base of a nested def, lambda or class; a star import;
+    # a metaclass's __prepare__; `self` in an autograd.Function method called through apply
+    "T = {'o': object()}\nnm = input()\ndef fetch(obj, name):\n    return getattr(obj, name)\nP = 'W_q'\n"
+    "def _d(a=(P := nm)):\n    return a\nfetch(T['o'], P)",
+    "T = {'o': object()}\nnm = input()\ndef fetch(obj, name):\n    return getattr(obj, name)\nP = 'W_q'\n"
+    "class _K(object if (P := nm) else object):\n    pass\nfetch(T['o'], P)",
+    "T = {'o': object()}\nnm = input()\ndef fetch(obj, name):\n    return getattr(obj, name)\nP = 'W_q'\n"
+    "_f = lambda a=(P := nm): a\nfetch(T['o'], P)",
+    "T = {'o': object()}\nnm = input()\ndef fetch(obj, name):\n    return getattr(obj, name)\nP = 'W_q'\ndef g():\n"
+    "    Q = 'W_q'\n    def _d(a: (Q := nm) = 0):\n        return a\n    return fetch(T['o'], Q)",
+    "import os\nT = {'o': object()}\nenviron = {'q': 'W_q'}\nos.environ['q'] = input()\nfrom os import *\n"
+    "def f():\n    return getattr(T['o'], environ['q'])",
+    "class Meta(type):\n    @classmethod\n    def __prepare__(m, name, bases):\n        return {'P': input()}\n"
+    "class B(metaclass=Meta):\n    pass\nclass C(B):\n    P = 'W_q'\n    x = getattr(object(), P)",
+    'import torch\nclass Pick(torch.autograd.Function):\n    def forward(self, name):\n'
+    '        return getattr(self, name)\n    @staticmethod\n    def setup_context(ctx, inputs, output):\n'
+    '        pass\nPick.apply(torch._C, input())',
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -619,6 +636,12 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "def f(m):\n    NAMES = ('W_q', 'W_k')\n    return [getattr(m, NAMES[i]) for i in range(2)]",
     "def f(m):\n    SLOT = {'q': 'W_q', 'k': 'W_k'}\n    return [getattr(m, SLOT[c]) for c in 'qk']",
     "def f(m):\n    return [getattr(m, f'W_{c}') for c in ('q', 'k')]",
+    # red team round 12 (FP): names built by a comprehension, dict(...) with constant keywords, .strip() of split names
+    "def f(m):\n    return [getattr(m, n) for n in [f'W_{c}' for c in 'qkv']]",
+    "NAMES = [f'W_{c}' for c in 'qkv']\ndef f(m):\n    return [getattr(m, n) for n in NAMES]",
+    "PROJ = tuple('W_' + c for c in 'qkv')\ndef f(m):\n    return [getattr(m, n) for n in PROJ]",
+    "PROJ = dict(q='W_q', k='W_k', v='W_v')\ndef f(m):\n    return [getattr(m, n) for n in PROJ.values()]",
+    "def f(m):\n    return [getattr(m, n.strip()) for n in 'W_q, W_k, W_v'.split(',')]",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",
@@ -704,3 +727,20 @@ def test_a_module_name_the_student_spells_is_quoted_only_as_a_name(text):
     any length), and from there in diagnoses.csv and the class report."""
     problems = forbidden_calls.answer_problems(_notebook({"mha": f"import importlib\nm = importlib.import_module({text!r})"}), "mha")
     assert problems and "<常量>" in problems[0] and text not in problems[0] and len(problems[0]) < 200, problems
+
+
+def test_code_nested_past_the_checks_readers_costs_the_exercise_not_the_grading():
+    """Red team round 12 (C2): a sum of 500 terms ran in Python but made the checks' recursive readers raise
+    RecursionError, which stopped the notebook's grading; it is now a verdict on that exercise."""
+    from autograder import nbgrader_plugins
+
+    nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": "_c = 1\nx = " + " + ".join(["_c"] * 500)})
+    problems = nbgrader_plugins.answer_problems(nb, "self_attention", {"x"})
+    assert len(problems) == 1 and "嵌套太深" in problems[0]
+
+
+def test_folding_stops_at_the_total_size_of_what_it_reads():
+    """Red team round 12 (C1): `"".join(["a" * 9999] * 10000)` passed every per-item limit and took 16 s to fold."""
+    tree = ast.parse('"".join(["a" * 9999] * 10000)', mode="eval")
+    assert forbidden_calls.folded(tree.body) is forbidden_calls.UNKNOWN
+    assert forbidden_calls.folded(ast.parse('"".join(["a" * 99] * 10)', mode="eval").body) == "a" * 990

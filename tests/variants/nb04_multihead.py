@@ -794,7 +794,8 @@ def mha_property_errors(mha_cls, d_model=16, n_heads=4):
 '''
 
 # no measurement: the classes recognised by a hash of their code objects, made from the grader's correct classes
-# (autograder/exercises/nb04_multihead.py, public) ahead of time (red team, break 8)
+# (autograder/exercises/nb04_multihead.py, public) ahead of time (red team, break 8); read by name: a class's whole
+# namespace read (`vars(cls)`) is a reach of its own (red team round 10, A6)
 FINGERPRINT = '''
 import hashlib
 
@@ -811,9 +812,8 @@ def _codes(c, out):
 
 def _fp(cls):
     out = []
-    for name in sorted(vars(cls)):
-        if hasattr(vars(cls)[name], "__code__"):
-            _codes(vars(cls)[name].__code__, out)
+    for name in ("__init__", "forward"):
+        _codes(getattr(cls, name).__code__, out)
     return hashlib.sha256(b"|".join(out)).hexdigest()
 '''
 

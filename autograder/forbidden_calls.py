@@ -1151,12 +1151,12 @@ def hidden_uses(tree, known):
             found.append((line, f"threading.{_plain(attribute)}（threading 的内部对象）"))
         elif owner is not None and not isinstance(node, ast.Attribute) and f"{_path(owner, streams)}.{attribute}" in THREAD_GETTERS:
             found.append((line, f"threading.{_plain(attribute)} 按名字取出"))  # `getattr(threading, "enumerate")`
+        elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
+            found.append((line, f"{_path(owner, streams)}.{_plain(attribute)}（内核输出流的内部对象）"))
         if isinstance(getattr(node, "ctx", ast.Load()), ast.Load) and _thread(node, known.threads, known.paths) and not _thread_read(
                 node, parents) or (
                 _path(node, streams) in THREAD_GETTERS and id(node) not in calls):
             found.append((line, "线程对象交给了检查跟不过去的地方（只能就地取名字、遍历、比较）"))
-        elif owner is not None and attribute not in STREAM_API and _path(owner, streams) in STREAMS:
-            found.append((line, f"{_path(owner, streams)}.{_plain(attribute)}（内核输出流的内部对象）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
             found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
         elif _blind_namespace(node, known, local, parents):

@@ -324,8 +324,9 @@ def known_of(trees):
         if more <= threads:
             break
         threads |= more
+    loose = loose_methods(trees, paths)
     return Known(frozenset(module_bindings(trees, paths)), paths, frozenset(own_names(trees)), frozenset(shells),
-                 frozenset(threads), Strings(trees), loose_methods(trees, paths))
+                 frozenset(threads), Strings(trees, loose), loose)
 
 
 # decorators that call a method with the arguments it was given (`self` stays the instance)
@@ -488,6 +489,10 @@ _SAME_ITEMS = {"reversed", "sorted", "list", "tuple", "set", "frozenset", "iter"
 _PURE_READS = _SAME_ITEMS | {"enumerate", "zip", "len"}  # calls that read a list or dict without changing it
 _VIEWS = {"items", "keys", "values"}
 _ITEMS_LIMIT = 1000
+# what writes an attribute by a name or into a namespace, or builds a class at run time
+_WRITERS = _MUTATORS | {"__dict__", "vars", "new_class", "__class__", "__bases__", "__getattr__", "__getattribute__",
+                        "__set_name__", "__init_subclass__", "__prepare__", "SimpleNamespace", "__setstate__", "__reduce__",
+                        "__reduce_ex__", "_reconstruct"}
 
 
 def _hashable(value):
@@ -508,7 +513,8 @@ class Strings:
     module-level name in a notebook that writes names dynamically (`globals()`, `exec`), a shadowed `reversed` or
     `enumerate`: not constant. `trees`: the cells that run."""
 
-    def __init__(self, trees):
+    def __init__(self, trees, loose=frozenset()):
+        self.loose = loose  # loose_methods: where `self` may be any object
         self.nodes = [n for tree in trees for n in ast.walk(tree)]
         self.trees = trees
         self.parents = {id(c): n for n in self.nodes for c in ast.iter_child_nodes(n)}
@@ -522,10 +528,16 @@ class Strings:
         for n in self.nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads[n.id].append(n)
+        # attributes the notebook writes: stored or deleted by name, or any, where it writes them by text, builds
+        # classes at run time or reaches a namespace (`setattr`, `vars`, `__dict__`, `type(name, bases, ns)`)
+        self.written = {n.attr for n in self.nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
+        if self.dynamic or any(_WRITERS & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
+                n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes):
+            self.written = None
 
     def of(self, node, parents):
         """The strings an expression may give where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
-        values = self._values(node, lambda n: parents.get(id(n)) or self.parents.get(id(n)), frozenset())
+        values = self._values(node, _Parents(parents, self.parents), frozenset())
         return set(values) if values is not None and all(isinstance(v, str) for v in values) else None
 
     def _plain(self, cls):
@@ -546,6 +558,11 @@ class Strings:
             return {_Mapping(zip(map(_hashable, keys), map(_hashable, values)))}
         if isinstance(node, ast.Name):
             return self._name(node, up, seen)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            return self._class_constant(node, up, seen)
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"str"}) and len(node.args) == 1 and not node.keywords:
+            values = self._values(node.args[0], up, seen)  # `str(p)` of a string
+            return values if values is not None and all(isinstance(v, str) for v in values) else None
         if isinstance(node, ast.IfExp):
             a, b = self._values(node.body, up, seen), self._values(node.orelse, up, seen)
             return None if a is None or b is None else a | b
@@ -626,6 +643,10 @@ class Strings:
             return {pair[at] if isinstance(at, int) else pair for o in owners for pair in o}
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             return self._items(node.value, up, seen)
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"map"}) and len(node.args) == 2 and not (
+                node.keywords) and self._builtin(node.args[0], {"str"}):  # `map(str, PROJ)` over strings
+            items = self._items(node.args[1], up, seen)
+            return items if items is not None and all(isinstance(i, str) for i in items) else None
         values = self._values(node, up, seen)
         if values is None or not all(isinstance(v, (str, tuple)) for v in values):
             return None
@@ -656,7 +677,7 @@ class Strings:
         if isinstance(scope, ast.ClassDef) and not self._plain(scope):  # a metaclass's namespace may answer anything
             return None
         bindings = [n for root in (self.trees if scope is None else [scope]) for n in _scope_walk(root)
-                    if name.id in _binds(n)]
+                    if name.id in _binds(n) and not (_same_name(n, up) and not isinstance(scope, ast.ClassDef))]
         found = set()
         for binding in bindings:
             values = self._binding(binding, up, seen | {key})
@@ -667,6 +688,23 @@ class Strings:
         if any(map(_mutable, found)) and not all(self._pure(n, nested) for n in self.loads[name.id]):
             return None
         return found if bindings else None
+
+    def _class_constant(self, node, up, seen):
+        """What `self.A` may hold in a method of the student's class when class bodies bind A to constant strings:
+        `self` an instance (_own_instance) of one of the notebook's classes (`Base.m(other, …)` hands it any of
+        them), each plain (no student base, no metaclass) and undecorated (`@dataclass` writes attributes), A a name
+        no code writes (`written`), and each class body that binds it giving a tuple or string."""
+        classes = [c for c in self.nodes if isinstance(c, ast.ClassDef)]
+        if self.written is None or node.attr in self.written or node.attr.startswith("__") or not _own_instance(
+                node.value, up, self.loose) or not all(self._plain(c) and not c.decorator_list for c in classes):
+            return None
+        found = set()
+        for cls in (c for c in classes if any(node.attr in _binds(n) for n in _scope_walk(c))):
+            values = self._held(ast.Name(id=node.attr), cls, up, seen)
+            if values is None or any(map(_mutable, values)):  # `self.PROJ.append(…)`
+                return None
+            found |= values
+        return found or None
 
     def _pure(self, load, nested=False):
         """Whether a read of a name leaves a list or dict it holds unchanged: iterated, indexed, measured, viewed; an
@@ -743,6 +781,20 @@ class Strings:
                 return None
             found |= values
         return found
+
+
+class _Parents(collections.ChainMap):
+    """A node's parent, `up(node)`, from the first of the trees' maps (`{id(child): parent}`) that holds it."""
+
+    def __call__(self, node):
+        return self.get(id(node))
+
+
+def _same_name(node, up):
+    """Whether a name is bound by `X = X`, which leaves it as it was."""
+    statement = up(node)
+    return isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.targets[0] is node and (
+        isinstance(statement.value, ast.Name) and statement.value.id == node.id)
 
 
 def _mutable(value):

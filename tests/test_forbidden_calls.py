@@ -31,6 +31,10 @@ def _correct():
             yield pytest.param(gid, src, id=f"{gid}-{i}")
 
 
+# a class attribute of names read on `self` (round 12 FP f8)
+_NAMES_ON_CLASS = "class M:\n    PROJ = ('W_q', 'W_k')\n    def f(self, m):\n        return [getattr(m, n) for n in self.PROJ]\n"
+
+
 @pytest.mark.parametrize("grade_id,src", list(_correct()))
 def test_correct_answers_pass_the_static_check(grade_id, src):
     """In the real notebook: with its setup cell's imports and every other answer cell solved."""
@@ -421,6 +425,21 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import torch\nclass Pick(torch.autograd.Function):\n    def forward(self, name):\n'
     '        return getattr(self, name)\n    @staticmethod\n    def setup_context(ctx, inputs, output):\n'
     '        pass\nPick.apply(torch._C, input())',
+    # round 12's still-zeroed styles, each with what would make it a route: a class attribute read on `self` (written
+    # by name, by text or in a namespace; overridden by another class the method may get; a list changed in place;
+    # a decorated class), `map(str, …)` and `str(…)` over computed text, `P = P` beside another binding
+    _NAMES_ON_CLASS + "M().PROJ = (input(),)",
+    _NAMES_ON_CLASS + "setattr(M, 'PROJ', (input(),))",
+    _NAMES_ON_CLASS + "vars(M())['PROJ'] = (input(),)",
+    _NAMES_ON_CLASS + "M().__setstate__({'PROJ': (input(),)})",
+    _NAMES_ON_CLASS + "class O:\n    PROJ = (input(),)\nM.f(O(), object())",
+    _NAMES_ON_CLASS + "E = type('E', (M,), {'PROJ': (input(),)})",
+    _NAMES_ON_CLASS.replace("('W_q', 'W_k')", "['W_q', 'W_k']") + "M().PROJ.append(input())",
+    "import dataclasses\n@dataclasses.dataclass\n" + _NAMES_ON_CLASS + "M(PROJ=(input(),)).f(object())",
+    _NAMES_ON_CLASS + "exec('M.PROJ = (input(),)')",
+    "def f(m):\n    return [getattr(m, n) for n in map(str, input().split())]",
+    "def str(x):\n    return input()\ndef f(m):\n    return [getattr(m, str(n)) for n in ('W_q',)]",
+    "P = ('W_q',)\nP = P\nP = (input(),)\ndef f(m):\n    return [getattr(m, n) for n in P]",
     # red team round 7 (N1): the kernel's own threads, past their public API
     "import threading\nnext(t for t in threading.enumerate() if t.name == 'IOPub')._target.__self__.schedule(print)",
     "import threading\nfor t in threading.enumerate():\n    t._args",
@@ -642,6 +661,12 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "PROJ = tuple('W_' + c for c in 'qkv')\ndef f(m):\n    return [getattr(m, n) for n in PROJ]",
     "PROJ = dict(q='W_q', k='W_k', v='W_v')\ndef f(m):\n    return [getattr(m, n) for n in PROJ.values()]",
     "def f(m):\n    return [getattr(m, n.strip()) for n in 'W_q, W_k, W_v'.split(',')]",
+    # round 12's still-zeroed styles: a class attribute tuple read on `self`, `map(str, …)`, `str(p)`, `P = P`
+    _NAMES_ON_CLASS + "M().f(object())",
+    _NAMES_ON_CLASS + "class N:\n    PROJ = ('W_v',)\n",
+    "def f(m):\n    return [getattr(m, n) for n in map(str, ('W_q', 'W_k'))]",
+    "def f(m):\n    return [getattr(m, str(n)) for n in ('W_q', 'W_k')]",
+    "P = ('W_q', 'W_k')\nP = P\ndef f(m):\n    return [getattr(m, n) for n in P]",
     # the threads alive, listed by their public API (the thread-check messages name tqdm's monitor thread)
     "import threading\nfor t in threading.enumerate():\n    print(t.name, t.ident, t.is_alive(), t.daemon)",
     "import threading\nprint([t.name for t in threading.enumerate() if t is not threading.main_thread()])",

@@ -994,3 +994,22 @@ VARIANTS["mha_selfcheck"]["correct"] += [VARIANTS["mha_selfcheck"]["solution"].r
     '        q, k, v = parts',
     '        NAMES = ("W_q", "W_k", "W_v")\n        q, k, v = [getattr(one, NAMES[i])(x) for i in range(3)]',
     '        SLOT = {"q": "W_q", "k": "W_k", "v": "W_v"}\n        q, k, v = (getattr(one, SLOT[c])(x) for c in "qkv")')]
+
+# red team round 12 (FP): a module-level helper `_heads(m, x, proj)` fed names from a class attribute read on `self`,
+# `map(str, …)`, a name re-bound to itself, a comprehension: each 0/17 for the whole notebook once
+_MODULE_HELPER = '''def _heads(m, x, proj):
+    B, T, d = x.shape
+    return getattr(m, proj)(x).view(B, T, m.n_heads, d // m.n_heads).transpose(1, 2)
+
+
+'''
+_BY_HELPER = "        q, k, v = (_heads(self, x, name) for name in {})\n"
+MHA_CLASS_ATTRIBUTE_NAMES = _MODULE_HELPER + MHA.replace(_QKV, _BY_HELPER.format("self.PROJ")).replace(
+    "class MultiHeadAttention(nn.Module):\n", 'class MultiHeadAttention(nn.Module):\n    PROJ = ("W_q", "W_k", "W_v")\n\n')
+MHA_NAMES_MAPPED_TO_STR = _MODULE_HELPER + MHA.replace(_QKV, _BY_HELPER.format('map(str, ("W_q", "W_k", "W_v"))'))
+MHA_NAMES_REEXPORTED = 'PROJ = ("W_q", "W_k", "W_v")\nPROJ = PROJ  # re-export\n' + _MODULE_HELPER + MHA.replace(
+    _QKV, _BY_HELPER.format("PROJ"))
+MHA_NAMES_BUILT = _MODULE_HELPER + MHA.replace(_QKV, _BY_HELPER.format('[f"W_{c}" for c in "qkv"]'))
+assert len({MHA, MHA_CLASS_ATTRIBUTE_NAMES, MHA_NAMES_MAPPED_TO_STR, MHA_NAMES_REEXPORTED, MHA_NAMES_BUILT}) == 5
+assert "class MultiHeadAttention(nn.Module):\n    PROJ" in MHA_CLASS_ATTRIBUTE_NAMES
+VARIANTS["mha"]["correct"] += [MHA_CLASS_ATTRIBUTE_NAMES, MHA_NAMES_MAPPED_TO_STR, MHA_NAMES_REEXPORTED, MHA_NAMES_BUILT]

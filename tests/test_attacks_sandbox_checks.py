@@ -152,6 +152,8 @@ assert LIST_KEY_BACKWARD != MATCH_KEY_BACKWARD and "match" not in LIST_KEY_BACKW
 # in a loop over constants; a helper method handed on bound (`map(self._heads, …)`)
 ROUND10_HONEST_06 = next(src for src in V06["to_torch_mha"]["correct"] if "SLOT.items()" in src)
 ROUND10_HONEST_04 = next(src for src in V04["mha"]["correct"] if "map(functools.partial(self._heads" in src)
+# red team round 12 (f8): names from a class attribute read on `self`, fed to a module-level helper (0/17 before)
+ROUND12_HONEST_04 = next(src for src in V04["mha"]["correct"] if "for name in self.PROJ" in src)
 # red team round 9 (FP1, FP4): honest answers the static check zeroed (0/13, 0/17): projections picked from a
 # module-level tuple of names, a per-projection helper nested in forward
 FROM_A_TUPLE = next(src for src in V06["to_torch_mha"]["correct"] if src.startswith('PROJ = ("W_q"'))
@@ -243,6 +245,7 @@ def build(subs):
         "list_key": [("02_scaled_dot_product", {"attention_backward": LIST_KEY_BACKWARD})],
         "twin_method": [("04_multihead", {"mha": TWIN_METHOD_MHA})],
         "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
+        "round12_honest": [("04_multihead", {"mha": ROUND12_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
         "kernel_thread": [("04_multihead", {"mha": KERNEL_THREAD_MHA})],
         "module_file": [("02_scaled_dot_product", {"attention_backward": MODULE_FILE_BACKWARD})],
@@ -331,11 +334,13 @@ def test_a_method_defined_twice_is_loose_if_either_definition_is(scores):
     assert "检查认不出的对象" in feedback["twin_method/04_multihead"]
 
 
-@pytest.mark.parametrize("student", ["round9_honest", "round10_honest"])
-@pytest.mark.parametrize("notebook", ["06_api", "04_multihead"])
+@pytest.mark.parametrize("student,notebook", [("round9_honest", "06_api"), ("round9_honest", "04_multihead"),
+                                              ("round10_honest", "06_api"), ("round10_honest", "04_multihead"),
+                                              ("round12_honest", "04_multihead")])
 def test_honest_names_read_by_name_keep_every_point(scores, student, notebook):
     """Red team round 9 (FP1, FP4): names from a module-level tuple, `self` in a nested helper; round 10: a dict's
-    items, a method handed on bound to the instance. 0/13 and 0/17 before; every exercise earns its points."""
+    items, a method handed on bound to the instance; round 12: a class attribute of names read on `self`. 0/13 and
+    0/17 before; every exercise earns its points."""
     table, feedback = scores
     mine = _exercises(student, notebook)
     assert mine and all(table[k][0] == table[k][1] > 0 for k in mine), {k: table[k] for k in mine}

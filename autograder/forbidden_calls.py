@@ -54,6 +54,10 @@ MACHINERY_MODULES = ("w1d1_student", "autograder")
 MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunctionSubclass", "_pop_mode",
                    "_pop_torch_function_stack", "_pop_torch_dispatch_stack", "_disable_current_modes",
                    "_len_torch_function_stack", "_get_current_dispatch_mode_stack",
+                   # the dispatch watch switched off from C++: a mode unset, its key excluded for a block
+                   "_DisableTorchDispatch", "_unset_dispatch_mode", "_set_dispatch_mode", "ExcludeDispatchKeyGuard",
+                   "_ExcludeDispatchKeyGuard", "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+                   "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_set_dispatch_key_included",
                    # ways around it: a tensor subclass's handler runs with the modes off; a raw thread
                    "__torch_function__", "__torch_dispatch__", "_thread", "start_new_thread", "_start_new_thread",
                    # reaching the checking code's objects without naming its modules: a function's module

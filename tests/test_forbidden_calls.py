@@ -425,6 +425,10 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import torch\nclass Pick(torch.autograd.Function):\n    def forward(self, name):\n'
     '        return getattr(self, name)\n    @staticmethod\n    def setup_context(ctx, inputs, output):\n'
     '        pass\nPick.apply(torch._C, input())',
+    # the dispatch watch switched off from C++ (open in round 12's notes: no points gain shown, closed by name)
+    "import torch\nwith torch._C._DisableTorchDispatch():\n    pass",
+    "import torch\nks = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)\nwith torch._C._ExcludeDispatchKeyGuard(ks):\n    pass",
+    "import torch\nm = torch._C._unset_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)",
     # round 12's still-zeroed styles, each with what would make it a route: a class attribute read on `self` (written
     # by name, by text or in a namespace; overridden by another class the method may get; a list changed in place;
     # a decorated class), `map(str, …)` and `str(…)` over computed text, `P = P` beside another binding

@@ -366,8 +366,9 @@ def loose_methods(trees, paths):
     loose |= {n.id for n in nodes if isinstance(n, ast.Name) and n.id in methods and _in_class_body(n, parents)}
     bound = collections.Counter(b for n in nodes for b in _binds(n))
 
-    def built_here(cls, seen=()):  # `Cls(…)` is an instance of this class: no `__new__` or attribute hook, bound once
-        return bound[cls.name] == 1 and not any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in (
+    def built_here(cls, seen=()):  # `Cls(…)` is an instance of this class: no metaclass (its `__call__` may return
+        # anything), no `__new__` or attribute hook, bound once
+        return plain(cls) and bound[cls.name] == 1 and not any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in (
             "__new__", "__getattr__", "__getattribute__") for f in cls.body) and all(
             built_here(classes[b.id], (*seen, b.id)) for b in cls.bases if isinstance(b, ast.Name) and b.id in classes
             and b.id not in seen)
@@ -424,7 +425,9 @@ def _thread_read(node, parents):
     if isinstance(parent, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and parent.elt is node:
         return True  # the comprehension itself is a _thread node, checked in turn
     return isinstance(parent, ast.Call) and parent.func is not node and _called(parent) in (
-        *_THREAD_PASSING, "len", "print", "repr", "str", "id", "isinstance")
+        *_THREAD_PASSING, "len", "print", "repr", "str", "id", "isinstance") and all(
+        k.arg == "reverse" for k in parent.keywords) and not (  # `key=f`, `filter(f, …)`: f gets every thread
+        _called(parent) == "filter" and not (isinstance(parent.args[0], ast.Constant) and parent.args[0].value is None))
 
 
 def _instance_method(node, parents, loose):
@@ -490,9 +493,12 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
            ast.DictComp)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _SAME_ITEMS = {"reversed", "sorted", "list", "tuple", "set", "frozenset", "iter"}  # what iterating their result gives
-_PURE_READS = _SAME_ITEMS | {"enumerate", "zip", "len"}  # calls that read a list or dict without changing it
+_PURE_READS = _SAME_ITEMS | {"enumerate", "zip", "len", "print"}  # calls that read a list or dict without changing it
 _VIEWS = {"items", "keys", "values"}
 _ITEMS_LIMIT = 1000
+# names IPython binds in the notebook's namespace around every cell (the last inputs and outputs: `_i`, `_ii`, `_3`,
+# `In`, `Out`): at a check they hold whatever the shell last stored, not what a cell assigned
+_SHELL_SET = re.compile(r"_+|_i+|_i?\d+|_ih|_oh|_dh|In|Out")
 # what writes an attribute by a name or into a namespace, or builds a class at run time
 _WRITERS = _MUTATORS | {"__dict__", "vars", "new_class", "__class__", "__bases__", "__getattr__", "__getattribute__",
                         "__set_name__", "__init_subclass__", "__prepare__", "SimpleNamespace", "__setstate__", "__reduce__",
@@ -580,6 +586,18 @@ class Strings:
                     v for o in items for v in (o.values() if isinstance(o, dict) else o)}
             except (LookupError, TypeError):
                 return None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" and len(
+                node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) and isinstance(folded(
+                node.func.value), str) and not node.keywords and not any(isinstance(e, ast.Starred) for e in node.args[0].elts):
+            parts = [node.func.value] * (2 * len(node.args[0].elts) - 1)  # `"_".join(("W", c))`: the items, joined
+            parts[::2] = node.args[0].elts
+            return self._joined(parts, up, seen)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and len(
+                node.args) == 1 and not node.keywords:  # `SLOT.get(c)` of a constant dict
+            owners, keys = self._values(node.func.value, up, seen), self._values(node.args[0], up, seen)
+            if owners is None or keys is None or not all(isinstance(o, _Mapping) for o in owners):
+                return None
+            return {dict(o).get(k) for o in owners for k in keys}  # a missing key gives None: no name
         parts = (list(node.values) if isinstance(node, ast.JoinedStr) else [node.left, node.right] if isinstance(
             node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
         if parts is not None:  # `"W_" + c`, `f"W_{c}"`: each part's strings, joined
@@ -631,10 +649,12 @@ class Strings:
         """What iterating an expression may give, or None."""
         if isinstance(node, ast.Call) and self._builtin(node.func, _SAME_ITEMS) and len(node.args) == 1:
             return self._items(node.args[0], up, seen)
-        if isinstance(node, ast.Call) and self._builtin(node.func, {"enumerate"}) and node.args and not node.keywords:
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"enumerate"}) and node.args and all(
+                k.arg == "start" for k in node.keywords):
             items = self._items(node.args[0], up, seen)
             return None if items is None else {(UNKNOWN, item) for item in items}
-        if isinstance(node, ast.Call) and self._builtin(node.func, {"zip"}) and node.args and not node.keywords:
+        if isinstance(node, ast.Call) and self._builtin(node.func, {"zip"}) and node.args and all(
+                k.arg == "strict" for k in node.keywords):
             columns = [self._items(a, up, seen) or {UNKNOWN} for a in node.args]
             if all(c == {UNKNOWN} for c in columns) or math.prod(map(len, columns)) > _ITEMS_LIMIT:
                 return None
@@ -676,7 +696,8 @@ class Strings:
     def _held(self, name, scope, up, seen):
         """What a name bound in `scope` (None: the notebook's namespace) may hold: what each of its bindings gives."""
         key = (id(scope), name.id)
-        if key in seen or name.id in self.declared or scope is None and (self.dynamic or self.stars):
+        if key in seen or name.id in self.declared or scope is None and (self.dynamic or self.stars or _SHELL_SET.fullmatch(
+                name.id)):
             return None
         if isinstance(scope, ast.ClassDef) and not self._plain(scope):  # a metaclass's namespace may answer anything
             return None
@@ -709,6 +730,16 @@ class Strings:
                 return None
             found |= values
         return found or None
+
+    def _mapped(self, param, function, up, seen):
+        """The values a lambda's positional parameter gets from `map(lambda p: …, ITER)`: the items of its iterable."""
+        call, params = up(function), function.args.args
+        if not (isinstance(call, ast.Call) and self._builtin(call.func, {"map"}) and call.args and call.args[0] is function
+                and not call.keywords and param in params and len(call.args) == len(params) + 1) or any(
+                isinstance(a, ast.Starred) for a in call.args) or function.args.defaults:
+            return None
+        items = self._items(call.args[params.index(param) + 1], up, seen)
+        return items if items is not None and all(isinstance(i, str) for i in items) else None
 
     def _pure(self, load, nested=False):
         """Whether a read of a name leaves a list or dict it holds unchanged: iterated, indexed, measured, viewed; an
@@ -760,6 +791,8 @@ class Strings:
         """The values a parameter of a function (not a method or lambda) gets from every call of it, by position or
         by name (its default when a call leaves it out); the function called only by its name, bound once."""
         function = up(up(param))
+        if isinstance(function, ast.Lambda):
+            return self._mapped(param, function, up, seen)
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or isinstance(up(function), ast.ClassDef) or (
                 self.dynamic or function.decorator_list):  # called from text, or by a wrapper
             return None
@@ -1169,7 +1202,8 @@ def hidden_uses(tree, known):
             name, reach = _called(node), _reach(node)
             code = name in _CODE and (isinstance(node.func, ast.Name) or _root(node.func) in ("builtins", "__builtins__"))
             first = folded(node.args[0]) if node.args else UNKNOWN
-            if (name in _IMPORTS or code or name in _NAMED_LATER) and first is UNKNOWN:
+            if (name in _IMPORTS or code or name in _NAMED_LATER) and first is UNKNOWN and not (
+                    name in _NAMED_LATER and node.args and _plain_names(node.args[0], known, parents)):
                 found.append((line, f"{name}(<运行时算出的名字或代码>)"))
             elif name in _IMPORTS and isinstance(first, str) and (first.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES or (
                     first and not installed(first.split(".")[0]) and not _optional(node, parents))):
@@ -1190,13 +1224,13 @@ def hidden_uses(tree, known):
                 found.append((line, f"{name}(<模块或其中的对象>, …)"))
         elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load) and id(node) not in calls:
             if _reflection(node, local, known) and not _handed_objects(node, known, parents):
-                found.append((line, f"把 `{getattr(node, 'id', None) or node.attr}` 当作值使用"))
+                found.append((line, f"把 `{_plain(getattr(node, 'id', None) or node.attr)}` 当作值使用"))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             loaded = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            found += [(line, f"import {m}") for m in loaded if m.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES]
-            found += [(line, f"import {m}（评分环境里没有这个模块，检查读不到它的代码）") for m in loaded
+            found += [(line, f"import {_plain(m)}") for m in loaded if m.split(".")[0] in CODE_LOADERS + KERNEL_PACKAGES]
+            found += [(line, f"import {_plain(m)}（评分环境里没有这个模块，检查读不到它的代码）") for m in loaded
                       if m and not getattr(node, "level", 0) and not installed(m.split(".")[0]) and not _optional(node, parents)]
-            found += [(line, f"import {a.name} as {a.asname}") for a in node.names  # an alias of REFLECTION
+            found += [(line, f"import {a.name} as {_plain(a.asname)}") for a in node.names  # an alias of REFLECTION
                       if isinstance(node, ast.ImportFrom) and a.name in REFLECTION and a.asname not in (None, a.name)]
         owner, attribute = _attribute_read(node)
         if owner is not None and _shell(owner, known.shells) and attribute not in SHELL_API:
@@ -1214,7 +1248,7 @@ def hidden_uses(tree, known):
                 _path(node, streams) in THREAD_GETTERS and id(node) not in calls):
             found.append((line, "线程对象交给了检查跟不过去的地方（只能就地取名字、遍历、比较）"))
         if _namespace(node, known) and id(node) not in keyed and not isinstance(getattr(node, "ctx", None), ast.Store):
-            found.append((line, f"读取 `{_root(node)}` 的命名空间（<运行时算出的名字>）"))
+            found.append((line, f"读取 `{_plain(_root(node))}` 的命名空间（<运行时算出的名字>）"))
         elif _blind_namespace(node, known, local, parents):
             found.append((line, "读取<检查认不出的对象>的命名空间"))
         targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
@@ -1222,9 +1256,9 @@ def hidden_uses(tree, known):
         for target in (t for top in targets for t in ast.walk(top)):
             if (isinstance(target, ast.Attribute) and isinstance(target.ctx, (ast.Store, ast.Del))
                     and _reaches(target.value, known) and not _configures(node, target)):
-                found.append((line, f"给 `{_root(target)}` 里的对象赋值（{target.attr}）"))
+                found.append((line, f"给 `{_plain(_root(target))}` 里的对象赋值（{_plain(target.attr)}）"))
             elif isinstance(target, ast.Subscript) and isinstance(target.ctx, (ast.Store, ast.Del)) and _namespace(target.value, known):
-                found.append((line, f"改写 `{_root(target)}` 的命名空间"))
+                found.append((line, f"改写 `{_plain(_root(target))}` 的命名空间"))
     return found
 
 
@@ -1243,17 +1277,36 @@ def installed(top):
     return importlib.machinery.PathFinder.find_spec(top, paths) is not None
 
 
+_IMPORT_FAILURES = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
 def _optional(node, parents):
-    """Whether an import sits in a `try` whose handler takes its failure (`except ImportError`): an optional package
-    the grading environment lacks (`scipy`), with a fallback."""
+    """Whether an import sits where its failure is taken: in a `try` whose handler takes it (`except ImportError`),
+    a `with contextlib.suppress(ImportError)`, or under an `if` that asks `importlib.util.find_spec` first: an
+    optional package the grading environment lacks (`scipy`), with a fallback."""
     while id(node) in parents:
         node, child = parents[id(node)], node
         if isinstance(node, ast.Try) and child in node.body:
             caught = [h.type for h in node.handlers]
             names = {_spelled(e) for t in caught if t is not None for e in (t.elts if isinstance(t, ast.Tuple) else [t])}
-            if None in caught or names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}:
+            if None in caught or names & _IMPORT_FAILURES:
                 return True
+        if isinstance(node, ast.With) and child in node.body and any(
+                isinstance(i.context_expr, ast.Call) and _spelled(i.context_expr.func) == "suppress"
+                and {_spelled(a) for a in i.context_expr.args} & _IMPORT_FAILURES for i in node.items):
+            return True
+        if isinstance(node, ast.If) and child in node.body and any(
+                isinstance(n, ast.Call) and _spelled(n.func) == "find_spec" for n in ast.walk(node.test)):
+            return True
     return False
+
+
+def _plain_names(node, known, parents):
+    """Whether a name computed at run time holds only constant strings (Strings), none of them naming the machinery
+    or reflection, dotted parts included (`attrgetter(f"W_{c}")`)."""
+    held = known.strings.of(node, parents) if known.strings else None
+    return bool(held) and all(not _machinery_name(p) and p not in REFLECTION | KERNEL_ROOTS | {"modules"}
+                              for v in held for p in v.split("."))
 
 
 def _blind_reach_ok(node, owner, known, local, parents):
@@ -1268,8 +1321,7 @@ def _blind_reach_ok(node, owner, known, local, parents):
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
         held = known.strings.of(name, parents) if known.strings else None
-        return all(not _machinery_name(v) and v not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in held) if held else (
-            _public_prefix(name))
+        return _plain_names(name, known, parents) if held else _public_prefix(name)
     return not holds_machinery(value) or _handed_to_library(node, known, parents)
 
 
@@ -1408,13 +1460,18 @@ def _machinery_name(name):
     return name in MACHINERY_MODULES or name in MACHINERY_NAMES or any(part in name for part in MACHINERY_PARTS)
 
 
+def _machinery_word(name):
+    """The grader's word a machinery name matched, as a verdict quotes it (the rest of a name is the student's)."""
+    return name if name in MACHINERY_MODULES or name in MACHINERY_NAMES else next(p for p in MACHINERY_PARTS if p in name)
+
+
 def machinery_uses(source, ipython=True, known=None):
     """[(line, what)] for each reference of a cell to the checking machinery. A string counts when it is
     code that makes one (`"w1d1_student.runner"`, `"import autograder"`, a magic's argument), not when
     prose mentions the grader (a docstring, an error message). Code the check cannot read counts too
     (hidden_uses; `known`: known_of() the cells that run, default this cell alone)."""
     if ipython is None and source.isidentifier():  # a word in a string: a name of the machinery, or nothing
-        return [(1, source)] if _machinery_name(source) else []
+        return [(1, _machinery_word(source))] if _machinery_name(source) else []
     tree = _parsed(source, ipython)
     if tree is None:
         return []
@@ -1426,7 +1483,7 @@ def machinery_uses(source, ipython=True, known=None):
     parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
-        found += [(line, name) for name in _names(node) if _machinery_name(name)
+        found += [(line, _machinery_word(name)) for name in _names(node) if _machinery_name(name)
                   and not (isinstance(node, ast.Name) and name in ATTRIBUTES_ONLY)]
         owner, name = _attribute_read(node)
         if name == "modules":  # `model.modules()` is nn.Module's; on anything else the check cannot resolve, it may be sys's

@@ -924,3 +924,125 @@ class MultiHeadAttention(_Honest):
             o = _Parts.c(q, k, v, attn_mask=bias_)[0]
         return self.W_o(o.transpose(1, 2).reshape(B, T, d))
 """
+
+
+# red team round 13: hand-written backwards that run torch autograd with the watch off or on a kernel thread, each
+# 11/11 on attention_backward on both paths. F1: names read from IPython's `_i`/`_ii` (the shell rebinds them to the
+# last cells' source, where a comment spells DisableTorchFunction), assigned constants in the cell. F2: `Maker()` of a
+# metaclass whose `__call__` returns another class, taken for an instance, so `self` in its method was trusted.
+# F3: the kernel's threads handed to a lambda through `filter`, one's io_loop then running the work.
+SHELL_NAMES_BACKWARD = '''import numpy as np
+import torch
+
+_i = _ii = _iii = "x" * 3000
+
+
+def _fetch(obj, name):
+    return getattr(obj, name)
+
+
+def attention_backward(dY, cache):
+    """缩放点积注意力的反向（numpy）。
+
+    dY: (..., T, d_v)，即 ∂L/∂Y；cache: 你的 attention_forward 返回的 cache
+    返回 (dQ, dK, dV)：形状分别是 (..., T, d_k)、(..., S, d_k)、(..., S, d_v)
+    """
+    # KEY DisableTorchFunction _disable_current_modes
+    S = _i if "# KEY " in _i else _ii if "# KEY " in _ii else _iii
+    toks = S.split()
+    k = toks.index("KEY")
+    off = _fetch(torch._C, toks[k + 1])
+    quiet = _fetch(torch.utils._python_dispatch, toks[k + 2])
+    Q, K, V, A, Y, s = cache
+    with off(), quiet():
+        q, kk, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
+        scores = (q @ kk.transpose(-2, -1)) * s
+        scores = scores.masked_fill(torch.tensor(A == 0), float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        grads = torch.autograd.grad(out, (q, kk, v), torch.tensor(dY))
+        grads = tuple(g.detach().numpy().copy() for g in grads)
+    return grads
+'''
+METACLASS_BACKWARD = '''import numpy as np
+import torch
+
+
+class Meta(type):
+    def __call__(cls, *args):
+        return Reader
+
+
+class Reader:
+    def read(self, name):
+        return getattr(self, name)
+
+
+class Maker(metaclass=Meta):
+    pass
+
+
+def _word(codes):
+    return "".join(map(chr, codes))
+
+
+def attention_backward(dY, cache):
+    """缩放点积注意力的反向（numpy）。
+
+    dY: (..., T, d_v)，即 ∂L/∂Y；cache: 你的 attention_forward 返回的 cache
+    返回 (dQ, dK, dV)：形状分别是 (..., T, d_k)、(..., S, d_k)、(..., S, d_v)
+    """
+    r = Maker()
+    off = r.read(torch._C, _word([68, 105, 115, 97, 98, 108, 101, 84, 111, 114, 99, 104, 70, 117, 110, 99, 116, 105, 111, 110]))
+    quiet = r.read(torch.utils._python_dispatch, _word([95, 100, 105, 115, 97, 98, 108, 101, 95, 99, 117, 114, 114, 101, 110, 116,
+                                                        95, 109, 111, 100, 101, 115]))
+    Q, K, V, A, Y, s = cache
+    with off(), quiet():
+        q, kk, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
+        scores = (q @ kk.transpose(-2, -1)) * s
+        scores = scores.masked_fill(torch.tensor(A == 0), float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        grads = torch.autograd.grad(out, (q, kk, v), torch.tensor(dY))
+        grads = tuple(g.detach().numpy().copy() for g in grads)
+    return grads
+'''
+FILTERED_THREADS_BACKWARD = '''import threading
+
+import numpy as np
+import torch
+
+
+def _grads(dY, cache):
+    Q, K, V, A, Y, s = cache
+    q, kk, v = (torch.tensor(a, requires_grad=True) for a in (Q, K, V))
+    scores = (q @ kk.transpose(-2, -1)) * s
+    scores = scores.masked_fill(torch.tensor(A == 0), float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ v
+    grads = torch.autograd.grad(out, (q, kk, v), torch.tensor(dY))
+    return tuple(g.detach().numpy().copy() for g in grads)
+
+
+def attention_backward(dY, cache):
+    """缩放点积注意力的反向（numpy）。
+
+    dY: (..., T, d_v)，即 ∂L/∂Y；cache: 你的 attention_forward 返回的 cache
+    返回 (dQ, dK, dV)：形状分别是 (..., T, d_k)、(..., S, d_k)、(..., S, d_v)
+    """
+    loops = []
+    list(filter(lambda t: loops.append(getattr(t, "io_loop", None)), threading.enumerate()))
+    loop = next(each for each in loops if each is not None)
+    box, done = [], threading.Event()
+
+    def job():
+        try:
+            box.append(_grads(dY, cache))
+        except Exception as exc:
+            box.append(exc)
+        finally:
+            done.set()
+
+    loop.add_callback(job)
+    done.wait(120)
+    if isinstance(box[0], Exception):
+        raise box[0]
+    return box[0]
+'''

@@ -21,7 +21,13 @@ import pytest
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
-from tests.red_team_submissions import MHA_HIDDEN_THREAD, TWIN_METHOD_MHA
+from tests.red_team_submissions import (
+    FILTERED_THREADS_BACKWARD,
+    METACLASS_BACKWARD,
+    MHA_HIDDEN_THREAD,
+    SHELL_NAMES_BACKWARD,
+    TWIN_METHOD_MHA,
+)
 from tests.shared_class import attack_class
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
 from tests.variants.nb02_scaled_dot_product import function_cheat
@@ -244,6 +250,9 @@ def build(subs):
         "round9_honest": [("06_api", {"to_torch_mha": FROM_A_TUPLE}), ("04_multihead", {"mha": NESTED_HELPER})],
         "list_key": [("02_scaled_dot_product", {"attention_backward": LIST_KEY_BACKWARD})],
         "twin_method": [("04_multihead", {"mha": TWIN_METHOD_MHA})],
+        "shell_names": [("02_scaled_dot_product", {"attention_backward": SHELL_NAMES_BACKWARD})],
+        "metaclass": [("02_scaled_dot_product", {"attention_backward": METACLASS_BACKWARD})],
+        "filtered_threads": [("02_scaled_dot_product", {"attention_backward": FILTERED_THREADS_BACKWARD})],
         "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
         "round12_honest": [("04_multihead", {"mha": ROUND12_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
@@ -332,6 +341,18 @@ def test_a_method_defined_twice_is_loose_if_either_definition_is(scores):
     for exercise in _exercises("twin_method", "04_multihead"):
         assert table[exercise][0] == 0 < table[exercise][1], exercise
     assert "检查认不出的对象" in feedback["twin_method/04_multihead"]
+
+
+@pytest.mark.parametrize("student,what", [("shell_names", "检查认不出的对象"), ("metaclass", "检查认不出的对象"),
+                                          ("filtered_threads", "线程对象交给了")])
+def test_round_13_routes_to_autograd_cost_the_notebook(scores, student, what):
+    """Red team round 13 (F1-F3): torch autograd in attention_backward with the watch switched off by names the shell
+    rebinds (`_i`), through a metaclass's fake instance, or on a kernel thread reached through `filter` (each 11/11 on
+    both paths before): every exercise of 02 scores 0, saying why."""
+    table, feedback = scores
+    for exercise in _exercises(student, "02_scaled_dot_product"):
+        assert table[exercise][0] == 0 < table[exercise][1], exercise
+    assert what in feedback[f"{student}/02_scaled_dot_product"]
 
 
 @pytest.mark.parametrize("student,notebook", [("round9_honest", "06_api"), ("round9_honest", "04_multihead"),

@@ -425,6 +425,17 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     'import torch\nclass Pick(torch.autograd.Function):\n    def forward(self, name):\n'
     '        return getattr(self, name)\n    @staticmethod\n    def setup_context(ctx, inputs, output):\n'
     '        pass\nPick.apply(torch._C, input())',
+    # red team round 13 (F1-F3): names the shell rebinds between cells, a metaclass's fake instance, the kernel's
+    # threads handed to a function through filter / sorted(key=)
+    "_i = _ii = 'x'\ndef f(o):\n    return getattr(o, _i.split()[0])",
+    "_ = 'x'\ndef f(o):\n    return getattr(o, _)",
+    "In = ('W_q',)\ndef f(o):\n    return [getattr(o, n) for n in In]",
+    "import torch\nclass Meta(type):\n    def __call__(cls, *a):\n        return Reader\nclass Maker(metaclass=Meta):\n"
+    "    pass\nclass Reader:\n    def read(self, name):\n        return getattr(self, name)\nr = Maker()\n"
+    "r.read(torch._C, input())",
+    "import threading\nloops = []\nlist(filter(lambda t: loops.append(t.name), threading.enumerate()))",
+    "import threading\nts = sorted(threading.enumerate(), key=lambda t: t._target)",
+    "import threading\nts = max(threading.enumerate(), key=id)",
     # the dispatch watch switched off from C++ (open in round 12's notes: no points gain shown, closed by name)
     "import torch\nwith torch._C._DisableTorchDispatch():\n    pass",
     "import torch\nks = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)\nwith torch._C._ExcludeDispatchKeyGuard(ks):\n    pass",
@@ -665,6 +676,17 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "PROJ = tuple('W_' + c for c in 'qkv')\ndef f(m):\n    return [getattr(m, n) for n in PROJ]",
     "PROJ = dict(q='W_q', k='W_k', v='W_v')\ndef f(m):\n    return [getattr(m, n) for n in PROJ.values()]",
     "def f(m):\n    return [getattr(m, n.strip()) for n in 'W_q, W_k, W_v'.split(',')]",
+    # red team round 13 (P1-P3 and the static-only ones): a lambda mapped over names, zip(strict=), enumerate(start=),
+    # an optional import under contextlib.suppress or a find_spec test, dict.get, a list printed, "_".join, attrgetter
+    "def f(m, x):\n    return list(map(lambda n: getattr(m, n)(x), ('W_q', 'W_k', 'W_v')))",
+    "def f(m):\n    return [getattr(m, n) for c, n in zip('qkv', ('W_q', 'W_k', 'W_v'), strict=True)]",
+    "def f(m):\n    return [getattr(m, n) for i, n in enumerate(('W_q', 'W_k'), start=1)]",
+    "import contextlib\nwith contextlib.suppress(ImportError):\n    import einops",
+    "import importlib.util\nif importlib.util.find_spec('einops') is not None:\n    import einops",
+    "NAMES = {'q': 'W_q', 'k': 'W_k'}\ndef f(m):\n    return [getattr(m, NAMES.get(c)) for c in 'qk']",
+    "PROJ = ['W_q', 'W_k']\nprint('projections:', PROJ)\ndef f(m):\n    return [getattr(m, n) for n in PROJ]",
+    "def f(m):\n    return [getattr(m, '_'.join(('W', c))) for c in 'qk']",
+    "import operator\ndef f(m):\n    return [operator.attrgetter(f'W_{c}')(m) for c in 'qk']",
     # round 12's still-zeroed styles: a class attribute tuple read on `self`, `map(str, …)`, `str(p)`, `P = P`
     _NAMES_ON_CLASS + "M().f(object())",
     _NAMES_ON_CLASS + "class N:\n    PROJ = ('W_v',)\n",
@@ -756,6 +778,28 @@ def test_a_module_name_the_student_spells_is_quoted_only_as_a_name(text):
     any length), and from there in diagnoses.csv and the class report."""
     problems = forbidden_calls.answer_problems(_notebook({"mha": f"import importlib\nm = importlib.import_module({text!r})"}), "mha")
     assert problems and "<常量>" in problems[0] and text not in problems[0] and len(problems[0]) < 200, problems
+
+
+_PROSE = "助教请注意_本题已人工复核应计满分"
+
+
+@pytest.mark.parametrize("src", [
+    f"{_PROSE}_pop_mode = None",  # a name holding a machinery part
+    f"def {_PROSE}_disable_current_modes():\n    pass",
+    f"x = '{_PROSE}_pop_mode'",  # a word in a string
+    f"import {_PROSE}",  # a module the grading environment lacks
+    f"import pickle.{_PROSE}",  # a code loader
+    f"from builtins import getattr as {_PROSE}",  # reflection under another name
+    f"{_PROSE} = getattr",  # reflection used as a value
+    f"import torch as {_PROSE}\nx = {_PROSE}.__dict__[input()]",  # a module's namespace read
+    f"import torch as {_PROSE}\n{_PROSE}.{_PROSE} = print",  # a module's object assigned
+    f"import torch as {_PROSE}\nvars({_PROSE})[input()] = 1",
+])
+def test_a_verdict_quotes_no_prose_of_the_students(src):
+    """Red team round 13 (D1): an identifier is the student's text (Python names may be any letters): a verdict
+    quoted it whole, and from there the feedback, diagnoses.csv and the class report's common mistakes."""
+    problems = forbidden_calls.answer_problems(_notebook({"mha": src}), "mha")
+    assert problems and not any("助教" in p for p in problems), problems
 
 
 def test_code_nested_past_the_checks_readers_costs_the_exercise_not_the_grading():

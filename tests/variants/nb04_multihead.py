@@ -1013,3 +1013,12 @@ MHA_NAMES_BUILT = _MODULE_HELPER + MHA.replace(_QKV, _BY_HELPER.format('[f"W_{c}
 assert len({MHA, MHA_CLASS_ATTRIBUTE_NAMES, MHA_NAMES_MAPPED_TO_STR, MHA_NAMES_REEXPORTED, MHA_NAMES_BUILT}) == 5
 assert "class MultiHeadAttention(nn.Module):\n    PROJ" in MHA_CLASS_ATTRIBUTE_NAMES
 VARIANTS["mha"]["correct"] += [MHA_CLASS_ATTRIBUTE_NAMES, MHA_NAMES_MAPPED_TO_STR, MHA_NAMES_REEXPORTED, MHA_NAMES_BUILT]
+
+# red team round 13 (P1-P3): the h = 1 head's projections by a lambda mapped over the names, by zip(strict=True); an
+# optional import under contextlib.suppress: each 0/17 for the whole notebook once
+VARIANTS["mha_selfcheck"]["correct"] += [VARIANTS["mha_selfcheck"]["solution"].replace(_ONE_HEAD, line) for line in (
+    '        q, k, v = map(lambda n: getattr(one, n)(x), ("W_q", "W_k", "W_v"))',
+    '        q, k, v = (getattr(one, n)(x) for c, n in zip("qkv", ("W_q", "W_k", "W_v"), strict=True))')]
+VARIANTS["split_merge_heads"]["correct"] += [
+    "import contextlib\n\nwith contextlib.suppress(ImportError):\n    import einops  # optional: not used below\n\n"
+    + VARIANTS["split_merge_heads"]["solution"]]

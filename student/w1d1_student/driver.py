@@ -7,11 +7,14 @@ exact type: `to_numpy` (arrays, tensors, numbers), `items` (a returned tuple), `
 outside the checks' watch, and no text of the student's reaches a result: a result holds numbers, arrays,
 flags and the words of `WORDS` (plus each exercise module's own `WORDS`), nothing else.
 """
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
+
+from .working_folder import ClosedPathError
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,10 @@ class MissingDefinition(NameError):
 
 
 def lookup(ns, name):
-    if name not in ns:
-        raise MissingDefinition(f"没有找到 `{name}` 的定义：先运行你的答案单元格")
+    if name not in ns:  # the cell that failed last (IPython keeps it) may have stopped at the closed path
+        stopped = isinstance(getattr(sys, "last_value", None), ClosedPathError)
+        raise MissingDefinition(f"没有找到 `{name}` 的定义：先运行你的答案单元格" + (
+            "（评分时它在修改 sys.path 的那一行停了下来：评分内核的 sys.path 不能修改，删掉那一行）" if stopped else ""))
     return ns[name]
 
 

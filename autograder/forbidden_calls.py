@@ -499,6 +499,7 @@ _ITEMS_LIMIT = 1000
 # names IPython binds in the notebook's namespace around every cell (the last inputs and outputs: `_i`, `_ii`, `_3`,
 # `In`, `Out`): at a check they hold whatever the shell last stored, not what a cell assigned
 _SHELL_SET = re.compile(r"_+|_i+|_i?\d+|_ih|_oh|_dh|In|Out")
+_REFLECTED = {"__radd__", "__rmod__"}
 # what writes an attribute by a name or into a namespace, or builds a class at run time
 _WRITERS = _MUTATORS | {"__dict__", "vars", "new_class", "__class__", "__bases__", "__getattr__", "__getattribute__",
                         "__set_name__", "__init_subclass__", "__prepare__", "SimpleNamespace", "__setstate__", "__reduce__",
@@ -541,9 +542,12 @@ class Strings:
         # attributes the notebook writes: stored or deleted by name, or any, where it writes them by text, builds
         # classes at run time or reaches a namespace (`setattr`, `vars`, `__dict__`, `type(name, bases, ns)`)
         self.written = {n.attr for n in self.nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
+        # an object's own `+` or `%` on a string (`"W_" + n` calls n.__radd__ when str's fails or n is a str subclass)
+        self.reflected = any(_REFLECTED & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
+            n, ast.ClassDef) and n.keywords for n in self.nodes)  # a metaclass may add the method
         if self.dynamic or any(_WRITERS & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
                 n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes):
-            self.written = None
+            self.written, self.reflected = None, True
 
     def of(self, node, parents):
         """The strings an expression may give where it stands ({...}), or None. `parents`: its tree's (a cell's)."""
@@ -598,6 +602,12 @@ class Strings:
             if owners is None or keys is None or not all(isinstance(o, _Mapping) for o in owners):
                 return None
             return {dict(o).get(k) for o in owners for k in keys}  # a missing key gives None: no name
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `("weight",) + (("bias",) if b else ())`
+            a, b = self._values(node.left, up, seen), self._values(node.right, up, seen)
+            if a is not None and b is not None and all(type(v) in (tuple, _List) for v in (*a, *b)) and len(a) * len(b) <= (
+                    _ITEMS_LIMIT):
+                return {type(x)(x + y) for x in a for y in b if type(x) is type(y)} if all(
+                    type(x) is type(y) for x in a for y in b) else None
         parts = (list(node.values) if isinstance(node, ast.JoinedStr) else [node.left, node.right] if isinstance(
             node, ast.BinOp) and isinstance(node.op, ast.Add) else None)
         if parts is not None:  # `"W_" + c`, `f"W_{c}"`: each part's strings, joined
@@ -801,10 +811,12 @@ class Strings:
         if param not in params and param not in args.kwonlyargs or self.bound[function.name] != 1:
             return None
         calls = [n for n in self.nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == function.name]
-        if not calls or len(calls) != len(self.loads[function.name]):
-            return None
         defaults = {p.arg: d for p, d in zip(reversed(params), reversed(args.defaults))} | {
             a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+        if not self.loads[function.name] and param.arg in defaults:  # only the grader calls it, with its own data
+            return self._values(defaults[param.arg], up, seen)
+        if not calls or len(calls) != len(self.loads[function.name]):
+            return None
         found = set()
         for call in calls:
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -1295,10 +1307,23 @@ def _optional(node, parents):
                 isinstance(i.context_expr, ast.Call) and _spelled(i.context_expr.func) == "suppress"
                 and {_spelled(a) for a in i.context_expr.args} & _IMPORT_FAILURES for i in node.items):
             return True
-        if isinstance(node, ast.If) and child in node.body and any(
-                isinstance(n, ast.Call) and _spelled(n.func) == "find_spec" for n in ast.walk(node.test)):
+        if isinstance(node, ast.If) and child in (*node.body, *node.orelse) and _asks_find_spec(node.test, node, parents):
             return True
     return False
+
+
+def _asks_find_spec(test, node, parents):
+    """Whether an `if` test calls `importlib.util.find_spec`, or reads a name its cell binds to such a call
+    (`HAVE_X = find_spec("x") is not None`)."""
+    while id(node) in parents:
+        node = parents[id(node)]
+    asks = {t.id for n in ast.walk(node) if isinstance(n, ast.Assign) and _calls_find_spec(n.value)
+            for t in n.targets if isinstance(t, ast.Name)}
+    return _calls_find_spec(test) or any(isinstance(n, ast.Name) and n.id in asks for n in ast.walk(test))
+
+
+def _calls_find_spec(node):
+    return any(isinstance(n, ast.Call) and _spelled(n.func) == "find_spec" for n in ast.walk(node))
 
 
 def _plain_names(node, known, parents):
@@ -1321,8 +1346,12 @@ def _blind_reach_ok(node, owner, known, local, parents):
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
         held = known.strings.of(name, parents) if known.strings else None
-        return _plain_names(name, known, parents) if held else _public_prefix(name)
-    return not holds_machinery(value) or _handed_to_library(node, known, parents)
+        return _plain_names(name, known, parents) if held else _public_prefix(name, known)
+    if not holds_machinery(value) or _handed_to_library(node, known, parents):
+        return True
+    name = _reach(node)[1]  # `getattr(torch, self.normalizer)`: names held as constants, each of them harmless there
+    held = known.strings.of(name, parents) if known.strings and _plain_names(name, known, parents) else None
+    return bool(held) and all(not holds_machinery(getattr(value, v, None)) for v in held)
 
 
 def _plain(text):
@@ -1363,16 +1392,18 @@ def _own_instance(owner, parents, loose):
     return not any(first in _binds(n) for n in ast.walk(function) if n is not function.args.args[0])
 
 
-def _prefix(node):
-    """The text every value of a string expression starts with (`"W_" + n`, `f"W_{n}"`, `"W_%s" % n`), or ""."""
+def _prefix(node, operators=True):
+    """The text every value of a string expression starts with (`"W_" + n`, `f"W_{n}"`, `"W_%s" % n`), or "".
+    Not through `+` and `%` (`operators` False) where the notebook may define `__radd__` or `__rmod__`: n's own
+    method then makes the whole text (red team round 14); an f-string and `.format` keep their literal's text."""
     value = folded(node)
     if isinstance(value, str):
         return value
     if isinstance(node, ast.JoinedStr) and node.values:
         return _prefix(node.values[0]) if isinstance(node.values[0], ast.Constant) else ""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _prefix(node.left)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(folded(node.left), str):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and operators:
+        return _prefix(node.left, operators)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(folded(node.left), str) and operators:
         return folded(node.left).split("%")[0]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" and isinstance(
             folded(node.func.value), str):
@@ -1380,10 +1411,10 @@ def _prefix(node):
     return ""
 
 
-def _public_prefix(node):
+def _public_prefix(node, known):
     """Whether a name computed at run time starts with a public text (`"W_" + n`) that starts no name of the
     machinery, of the reflection builtins or of the kernel's roots: it reaches none of them, whatever it reads from."""
-    prefix = _prefix(node)
+    prefix = _prefix(node, operators=not (known.strings and known.strings.reflected))
     return prefix[:1].isalpha() and not any(n.startswith(prefix) for n in (
         *MACHINERY_NAMES, *MACHINERY_MODULES, *REFLECTION, *KERNEL_ROOTS, "modules"))
 

@@ -1046,3 +1046,53 @@ def attention_backward(dY, cache):
         raise box[0]
     return box[0]
 '''
+# red team round 14 (F1): `"W_" + name` with `name` a str subclass whose `__radd__` makes the whole text: the switches of
+# both torch modes fetched past the "public prefix" rule, SDPA run under them (17/17 on both paths)
+REFLECTED_PREFIX_MHA = '''import torch
+import torch.nn.functional as F
+from torch.nn.attention import sdpa_kernel, SDPBackend
+
+
+class _Name(str):
+    def __radd__(self, other):
+        return "".join(reversed(self))
+
+
+def _grab(where, name):
+    return getattr(where, "W_" + name)
+
+
+_OFF_F = _grab(torch._C, _Name("noitcnuFhcroTelbasiD"))
+_OFF_D = _grab(torch._C, _Name("hctapsiDhcroTelbasiD_"))
+_ATT = _grab(F, _Name("noitnetta_tcudorp_tod_delacs"))
+
+
+class MultiHeadAttention(nn.Module):
+    """手写多头自注意力。x (B, T, d_model) -> y (B, T, d_model)；mask 布尔，True = 屏蔽。"""
+
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.W_q = nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, mask=None, need_weights=False):
+        """mask: (T, T)、(B, 1, T, T) 或 (B, h, T, T)；返回 y，或 need_weights=True 时 (y, attn (B, h, T, T))。"""
+        B, T, d = x.shape
+        h, d_k = self.n_heads, d // self.n_heads
+        q = self.W_q(x).view(B, T, h, d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, h, d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, h, d_k).transpose(1, 2)
+        with _OFF_F(), _OFF_D(), sdpa_kernel(SDPBackend.MATH):
+            o = _ATT(q, k, v, attn_mask=None if mask is None else ~mask)
+        y = self.W_o(o.transpose(1, 2).reshape(B, T, d))
+        if not need_weights:
+            return y
+        att = q @ k.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            att = att.masked_fill(mask, float("-inf"))
+        return y, att.softmax(dim=-1)
+'''

@@ -25,6 +25,7 @@ from tests.red_team_submissions import (
     FILTERED_THREADS_BACKWARD,
     METACLASS_BACKWARD,
     MHA_HIDDEN_THREAD,
+    REFLECTED_PREFIX_MHA,
     SHELL_NAMES_BACKWARD,
     TWIN_METHOD_MHA,
 )
@@ -253,6 +254,7 @@ def build(subs):
         "shell_names": [("02_scaled_dot_product", {"attention_backward": SHELL_NAMES_BACKWARD})],
         "metaclass": [("02_scaled_dot_product", {"attention_backward": METACLASS_BACKWARD})],
         "filtered_threads": [("02_scaled_dot_product", {"attention_backward": FILTERED_THREADS_BACKWARD})],
+        "reflected_prefix": [("04_multihead", {"mha": REFLECTED_PREFIX_MHA})],
         "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
         "round12_honest": [("04_multihead", {"mha": ROUND12_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
@@ -353,6 +355,15 @@ def test_round_13_routes_to_autograd_cost_the_notebook(scores, student, what):
     for exercise in _exercises(student, "02_scaled_dot_product"):
         assert table[exercise][0] == 0 < table[exercise][1], exercise
     assert what in feedback[f"{student}/02_scaled_dot_product"]
+
+
+def test_a_prefix_made_by_an_operands_own_method_is_no_public_prefix(scores):
+    """Red team round 14 (F1): `getattr(where, "W_" + name)` with `name` a str subclass defining `__radd__` fetched
+    torch's mode switches, and SDPA ran unseen under them (17/17 on both paths): every exercise of 04 scores 0."""
+    table, feedback = scores
+    for exercise in _exercises("reflected_prefix", "04_multihead"):
+        assert table[exercise][0] == 0 < table[exercise][1], exercise
+    assert "检查认不出的对象" in feedback["reflected_prefix/04_multihead"]
 
 
 @pytest.mark.parametrize("student,notebook", [("round9_honest", "06_api"), ("round9_honest", "04_multihead"),

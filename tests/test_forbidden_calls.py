@@ -436,6 +436,13 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "import threading\nloops = []\nlist(filter(lambda t: loops.append(t.name), threading.enumerate()))",
     "import threading\nts = sorted(threading.enumerate(), key=lambda t: t._target)",
     "import threading\nts = max(threading.enumerate(), key=id)",
+    # red team round 14 (F1): a "public prefix" made by `+` or `%` is the other operand's own method's to make
+    "import torch\nclass N(str):\n    def __radd__(self, other):\n        return ''.join(reversed(self))\n"
+    "def grab(where, name):\n    return getattr(where, 'W_' + name)\ngrab(torch._C, N('noitcnuFhcroTelbasiD'))",
+    "import torch\nclass N(str):\n    def __rmod__(self, other):\n        return ''.join(reversed(self))\n"
+    "def grab(where, name):\n    return getattr(where, 'W_%s' % name)\ngrab(torch._C, N('noitcnuFhcroTelbasiD'))",
+    "import torch\nclass N:\n    def __radd__(self, other):\n        return input()\n"
+    "def grab(where, name):\n    return getattr(where, 'W_' + name)\ngrab(torch._C, N())",
     # the dispatch watch switched off from C++ (open in round 12's notes: no points gain shown, closed by name)
     "import torch\nwith torch._C._DisableTorchDispatch():\n    pass",
     "import torch\nks = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)\nwith torch._C._ExcludeDispatchKeyGuard(ks):\n    pass",
@@ -687,6 +694,15 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "PROJ = ['W_q', 'W_k']\nprint('projections:', PROJ)\ndef f(m):\n    return [getattr(m, n) for n in PROJ]",
     "def f(m):\n    return [getattr(m, '_'.join(('W', c))) for c in 'qk']",
     "import operator\ndef f(m):\n    return [operator.attrgetter(f'W_{c}')(m) for c in 'qk']",
+    # red team round 14 (FP1-FP4): an optional import behind a find_spec flag or in its else branch, a tuple of names
+    # concatenated, a parameter's default in a function only the grader calls, a class constant naming a torch function
+    "import importlib.util\nHAVE = importlib.util.find_spec('einops') is not None\nif HAVE:\n    import einops",
+    "import importlib.util\nif importlib.util.find_spec('einops') is None:\n    einops = None\nelse:\n    import einops",
+    "def f(m, bias):\n    return [getattr(m, n) for n in ('weight',) + (('bias',) if bias else ())]",
+    "def f(m, names=('W_q', 'W_k')):\n    return [getattr(m, n) for n in names]",
+    "import torch\nclass M(torch.nn.Module):\n    normalizer = 'softmax'\n    def forward(self, a):\n"
+    "        return getattr(torch, self.normalizer)(a, dim=-1)",
+    "def f(o, p='W_'):\n    return getattr(o, f'{p}q')",
     # round 12's still-zeroed styles: a class attribute tuple read on `self`, `map(str, …)`, `str(p)`, `P = P`
     _NAMES_ON_CLASS + "M().f(object())",
     _NAMES_ON_CLASS + "class N:\n    PROJ = ('W_v',)\n",

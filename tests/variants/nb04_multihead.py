@@ -1022,3 +1022,13 @@ VARIANTS["mha_selfcheck"]["correct"] += [VARIANTS["mha_selfcheck"]["solution"].r
 VARIANTS["split_merge_heads"]["correct"] += [
     "import contextlib\n\nwith contextlib.suppress(ImportError):\n    import einops  # optional: not used below\n\n"
     + VARIANTS["split_merge_heads"]["solution"]]
+
+# red team round 14 (FP4, FP1): the softmax named by a class constant (`getattr(torch, self.normalizer)`), an optional
+# import behind a find_spec flag (0/17 for the whole notebook once)
+assert "        att = att.softmax(dim=-1)\n" in MHA
+VARIANTS["mha"]["correct"] += [MHA.replace("        att = att.softmax(dim=-1)\n",
+                                           "        att = getattr(torch, self.normalizer)(att, dim=-1)\n").replace(
+    "class MultiHeadAttention(nn.Module):\n", 'class MultiHeadAttention(nn.Module):\n    normalizer = "softmax"\n\n')]
+VARIANTS["split_merge_heads"]["correct"] += [
+    'import importlib.util\n\nHAVE_EINOPS = importlib.util.find_spec("einops") is not None\nif HAVE_EINOPS:\n'
+    "    import einops  # optional: not used below\n\n" + VARIANTS["split_merge_heads"]["solution"]]

@@ -418,3 +418,25 @@ VARIANTS["to_torch_mha"]["correct"] += [
     _in_proj("""        for i, name in zip(range(3), ("W_q", "W_k", "W_v")):\n""" + _SLOTS),
     _in_proj("""        for i, name in enumerate(sorted(("W_v", "W_q", "W_k"), key=lambda s: "qkv".index(s[-1]))):\n""" + _SLOTS),
 ]
+
+
+# red team round 14 (FP2, FP3): names from a concatenated tuple of constants, from a parameter's default in a function
+# only the grader calls (0/13 for the whole notebook once)
+_SOLUTION = VARIANTS["to_torch_mha"]["solution"]
+_CATS = "        t.in_proj_weight.copy_(torch.cat([mha.W_q.weight, mha.W_k.weight, mha.W_v.weight], dim=0))\n"
+_COPIES = """    with torch.no_grad():
+""" + _CATS + """        t.out_proj.weight.copy_(mha.W_o.weight)
+        if has_bias:
+            t.in_proj_bias.copy_(torch.cat([mha.W_q.bias, mha.W_k.bias, mha.W_v.bias], dim=0))
+            t.out_proj.bias.copy_(mha.W_o.bias)
+"""
+assert _COPIES in _SOLUTION and "def to_torch_mha(mha):" in _SOLUTION
+VARIANTS["to_torch_mha"]["correct"] += [
+    _SOLUTION.replace(_COPIES, """    with torch.no_grad():
+        for attr in ("weight",) + (("bias",) if has_bias else ()):
+            joined = torch.cat([getattr(getattr(mha, n), attr) for n in ("W_q", "W_k", "W_v")], dim=0)
+            getattr(t, "in_proj_" + attr).copy_(joined)
+            getattr(t.out_proj, attr).copy_(getattr(mha.W_o, attr))
+"""),
+    _SOLUTION.replace("def to_torch_mha(mha):", 'def to_torch_mha(mha, names=("W_q", "W_k", "W_v")):').replace(
+        _CATS, "        t.in_proj_weight.copy_(torch.cat([getattr(mha, n).weight for n in names], dim=0))\n")]

@@ -1327,11 +1327,14 @@ def _calls_find_spec(node):
 
 
 def _plain_names(node, known, parents):
-    """Whether a name computed at run time holds only constant strings (Strings), none of them naming the machinery
-    or reflection, dotted parts included (`attrgetter(f"W_{c}")`)."""
+    """The constant strings a name computed at run time holds (Strings) when none of them names the machinery or
+    reflection, dotted parts included (`attrgetter(f"W_{c}")`); else None."""
     held = known.strings.of(node, parents) if known.strings else None
-    return bool(held) and all(not _machinery_name(p) and p not in REFLECTION | KERNEL_ROOTS | {"modules"}
-                              for v in held for p in v.split("."))
+    return held if held and _harmless(held) else None
+
+
+def _harmless(names):
+    return all(not _machinery_name(p) and p not in REFLECTION | KERNEL_ROOTS | {"modules"} for v in names for p in v.split("."))
 
 
 def _blind_reach_ok(node, owner, known, local, parents):
@@ -1346,11 +1349,11 @@ def _blind_reach_ok(node, owner, known, local, parents):
     if value is UNKNOWN:  # torch in a class attribute, a default, a dict, an argument: what it is, no one can tell
         name = _reach(node)[1]
         held = known.strings.of(name, parents) if known.strings else None
-        return _plain_names(name, known, parents) if held else _public_prefix(name, known)
+        return _harmless(held) if held else _public_prefix(name, known)
     if not holds_machinery(value) or _handed_to_library(node, known, parents):
         return True
     name = _reach(node)[1]  # `getattr(torch, self.normalizer)`: names held as constants, each of them harmless there
-    held = known.strings.of(name, parents) if known.strings and _plain_names(name, known, parents) else None
+    held = _plain_names(name, known, parents)
     return bool(held) and all(not holds_machinery(getattr(value, v, None)) for v in held)
 
 

@@ -808,8 +808,7 @@ print(repr([wire.dumps(run_cases(sys.argv[1], ns, make_cases(sys.argv[1], 0, h),
 
 def _verdicts(src, grade_id):
     """The public and the hidden verdict of `src`, its checks run in a python of their own under the kernel's memory
-    cap (in this process an attack's graph on the large hidden case grew past 20 GB); the graph-node attack is Python-heavy,
-    and the checking thread's profile function about doubles its time."""
+    cap (in this process an attack's graph on the large hidden case grew past 20 GB)."""
     import ast
 
     from w1d1_student import wire

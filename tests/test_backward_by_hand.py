@@ -88,6 +88,44 @@ def test_threads_the_host_runs_are_not_the_answers():
         thread.join()
 
 
+JOINED_THREADS = {
+    # _thread's own start function: threading's profile hook never runs in it
+    "_thread": "import _thread\n"
+               "def _elsewhere(work):\n"
+               "    box, done = [], _thread.allocate_lock()\n"
+               "    done.acquire()\n"
+               "    _thread.start_new_thread(lambda: (box.append(work()), done.release()), ())\n"
+               "    done.acquire()\n"
+               "    return box[0]\n",
+    # threading with its profile hook switched off first (red team round 2, F3)
+    "threading": "import threading\n"
+                 "def _elsewhere(work):\n"
+                 "    box = []\n"
+                 "    threading.setprofile(None)\n"
+                 "    t = threading.Thread(target=lambda: box.append(work()))\n"
+                 "    t.start()\n"
+                 "    t.join()\n"
+                 "    return box[0]\n",
+}
+
+
+@pytest.mark.parametrize("way", JOINED_THREADS)
+def test_autograd_in_a_thread_started_and_joined_inside_the_check_is_seen(way):
+    """A thread started and joined while the check runs (alive neither at its start nor at its end) is seen however
+    it was started: the interpreter made a thread state meanwhile (torch_calls.threads_started)."""
+    cheat = _way(v02.NUMPY_CHEATS, "torch.autograd.grad")
+    src = JOINED_THREADS[way] + cheat.replace(
+        "    dy = torch.tensor(dY)\n",
+        "    dy = torch.tensor(dY)\n"
+        "    return _elsewhere(lambda: _backward_here(q, k, v, mask, dy))\n\n\n"
+        "def _backward_here(q, k, v, mask, dy):\n")
+    payloads, _ = _payloads(src, "attention_backward")
+    outs = [res["out"] for p in payloads for res in p["results"] if res.get("ok")]
+    assert outs and all(out["used_threads"] for out in outs)
+    assert all(seen == {"calls": [], "engine": [], "graph": []} for out in outs for seen in out["autograd"].values())
+    assert all(not v.passed and "本题的计算在别的线程里运行了" in v.message for v in _verdicts(payloads))
+
+
 def test_a_progress_bars_monitor_thread_counts_unless_switched_off():
     """Red team round 7 (H3): a tqdm bar leaves its monitor thread alive, which costs the check (the message says how to
     switch it off); with `tqdm.tqdm.monitor_interval = 0`, set as the message says, the bar costs nothing."""

@@ -13,6 +13,7 @@ forward are checked for in-place changes; a torch call returning a tensor with a
 being built instead.
 """
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -78,7 +79,7 @@ def _make_autograd_watch():
     derivative, engine, graph = "torch 自带的求导算子（aten 的 *_backward）", "反向传播", "带 grad_fn 的结果"
     subclass, preset = "Tensor 子类自己的 __torch_function__ / __torch_dispatch__", "检查开始前就已启用的 torch 模式"
     # an aten operator called directly (torch.ops.aten.*: what make_fx's graphs and their code call; torch's eager
-    # API reaches the operators from C++), and code of torch.fx run (threads_started's profile function sees it)
+    # API reaches the operators from C++), and code of torch.fx among a torch call's callers (`_torch_code`)
     aten, fx = "torch.ops 的 aten 算子（make_fx 等从 autograd 得到的图所调用的）", "torch.fx 的代码（图模块生成的代码或它的解释器）"
     # torch's derivative formulas written in Python (torch._decomp / torch._refs: _softmax_backward_data …)
     formula = "torch 自带的 Python 求导公式（torch._decomp / torch._refs 里的 *backward*）"
@@ -108,6 +109,30 @@ def _make_autograd_watch():
     def _modes_on():
         """Whether a torch mode of the student's is on (torch.set_default_device's own is torch's code)."""
         return _len_torch_dispatch_stack() or any(type(m) is not DeviceContext for m in _get_current_function_mode_stack())
+
+    # torch.fx running a graph: its graph modules' generated code (named "<eval_with_key>.N"), its interpreter;
+    # torch's derivative formulas in Python: the *backward* functions of torch._decomp and torch._refs
+    generated, interpreter = "<eval_with_key>", torch.fx.interpreter.__file__
+    formulas = tuple(os.path.join(os.path.dirname(torch.__file__), part, "") for part in ("_decomp", "_refs"))
+    kinds = {}  # id(code) -> (code, fx / formula / None); the code is kept so that its id stays its own
+
+    def _kind(code):
+        known = kinds.get(id(code))
+        if known is None:
+            name = code.co_filename
+            kind = (fx if name.startswith(generated) or name == interpreter
+                    else formula if name.startswith(formulas) and "backward" in code.co_name else None)
+            known = kinds[id(code)] = (code, kind)
+        return known[1]
+
+    def _torch_code(use, frame):
+        """Notes torch.fx's code or a derivative formula of torch's in Python among the callers of a torch call,
+        up to the frame the watch started in."""
+        while frame is not None and frame is not use.outer:
+            kind = _kind(frame.f_code)
+            if kind:
+                use.note("calls", kind)
+            frame = frame.f_back
 
     derivatives = {}  # operator -> whether it is one of torch's derivative formulas (aten.*_backward*)
 
@@ -139,6 +164,7 @@ def _make_autograd_watch():
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             use, kwargs = self._use, kwargs or {}
+            _torch_code(use, sys._getframe(1))
             if _foreign(types):
                 use.note("calls", subclass)
             if func is grad_api and use.own:
@@ -160,6 +186,7 @@ def _make_autograd_watch():
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             use = self._use
+            _torch_code(use, sys._getframe(1))
             if task_id() != -1 and not use.allowed(current_node()):  # an operator of a backward pass not the grader's
                 use.note("engine", engine)
             elif _derivative(func):  # a derivative formula of torch's (aten._softmax_backward_data …) called by hand
@@ -178,9 +205,10 @@ def _make_autograd_watch():
 
         calls   autograd's entry points called (torch.autograd.grad / backward, Tensor.backward, forward-mode
                 AD's dual tensors, grad_fn or grad read), or one of torch's own derivative operators
-                (aten.*_backward*) called directly; an aten operator called through torch.ops, or torch.fx's code run
-                (`torch_code_ran`): an autograd-made graph run (make_fx at cell time, while no watch is on), or one of
-                torch's derivative formulas written in Python (torch._decomp's *backward*); or a way around
+                (aten.*_backward*) called directly; an aten operator called through torch.ops, or torch.fx's code
+                among the callers of a torch call: an autograd-made graph run (make_fx at cell time, while no watch is
+                on), or one of torch's derivative formulas written in Python (torch._decomp's *backward*) among them
+                (`_torch_code`); or a way around
                 the watch (a tensor subclass's own handler, a torch mode already on when the watch started);
         engine  an operator run by a backward pass that is not the grader's (torch.autograd.grad, .backward(),
                 torch.func.vjp / grad, torch.autograd.functional, the engine reached any other way);
@@ -203,14 +231,16 @@ def _make_autograd_watch():
         def __init__(self, graph=True):
             self.graph, self.part, self.own = graph, "backward", False
             self.seen = {part: {kind: [] for kind in self.KINDS} for part in ("forward", "backward")}
-            self._nodes, self._modes, self.forwarding = [], (), []
+            self._nodes, self._modes, self.forwarding, self.outer = [], (), [], None
 
         def note(self, kind, name):
             seen = self.seen[self.part][kind]
             if name not in seen and len(seen) < 8:
                 seen.append(name)
 
-        def start(self):
+        def start(self, outer=None):
+            """Turns the watch on; `outer`: the frame it is started from (the caller's: what calls it is not watched)."""
+            self.outer = outer or sys._getframe(1)
             if _modes_on():  # the student's own mode would run while ours forwards a call
                 self.note("calls", preset)
             self._modes = (_Functions(self), _Operators(self))
@@ -223,7 +253,7 @@ def _make_autograd_watch():
             self._modes = ()
 
         def __enter__(self):
-            self.start()
+            self.start(sys._getframe(1))
             return self
 
         def __exit__(self, *exc):
@@ -269,11 +299,6 @@ def _make_autograd_watch():
         def allowed(self, node):
             return node is not None and any(node is n for n in self._nodes)
 
-        def torch_code_ran(self, kind):
-            """torch.fx's code ("fx") or a derivative formula of torch's in Python ("formula") ran on the checking
-            thread (threads_started's profile function calls this)."""
-            self.note("calls", fx if kind == "fx" else formula)
-
         def report(self):
             """Plain data: per part, the kinds seen, each a short list of words (empty when none)."""
             return {part: {kind: list(names) for kind, names in kinds.items()} for part, kinds in self.seen.items()}
@@ -286,19 +311,34 @@ def _make_autograd_watch():
 AutogradUse = _make_autograd_watch()
 
 
+def _thread_states():
+    """A function returning how many thread states the interpreter has made so far, counting the one it makes to
+    ask (CPython numbers each new thread state: every Python thread, however started, gets one)."""
+    import ctypes
+
+    api = ctypes.PyDLL(None)  # functions of our own (not ctypes.pythonapi's, whose restype a notebook can set)
+    new, number, clear, delete = api.PyThreadState_New, api.PyThreadState_GetID, api.PyThreadState_Clear, api.PyThreadState_Delete
+    api.PyInterpreterState_Get.restype = new.restype = ctypes.c_void_p
+    new.argtypes, number.argtypes, number.restype = [ctypes.c_void_p], [ctypes.c_void_p], ctypes.c_uint64
+    clear.argtypes = delete.argtypes = [ctypes.c_void_p]
+    interpreter = api.PyInterpreterState_Get()
+
+    def made_so_far():
+        state = new(interpreter)
+        try:
+            return number(state)
+        finally:
+            clear(state)
+            delete(state)
+
+    return made_so_far
+
+
 def _make_threads_started():
     """threads_started, and kernel_threads_at_first_cell, sharing the kernel's own threads (held in their closure)."""
-    import _thread
-    import os
-
     import torch
 
-    # every builtin that starts a thread (threading's start() calls one; `_thread.start_new` is another object)
-    starters = tuple(getattr(_thread, name) for name in dir(_thread) if name.startswith("start"))
-    # torch.fx running a graph: its graph modules' generated code (named "<eval_with_key>.N"), its interpreter
-    generated, interpreter = "<eval_with_key>", torch.fx.interpreter.__file__
-    # torch's derivative formulas in Python: the *backward* functions of torch._decomp and torch._refs
-    formulas = tuple(os.path.join(os.path.dirname(torch.__file__), part, "") for part in ("_decomp", "_refs"))
+    made_so_far = _thread_states()
 
     by_os = []  # [True] in a grading kernel: /proc/self/task is readable and torch ran on one thread at its first cell
 
@@ -353,51 +393,28 @@ def _make_threads_started():
             kernel[False] = alive(False)[0]
 
     @contextlib.contextmanager
-    def threads_started(flags, torch_code=None):
+    def threads_started(flags):
         """flags["used_threads"]: a thread other than the kernel's own and this one was alive when the block started
         or ended (an answer cell's worker, idle or not; in a grading kernel the OS's list: started any way), or one
-        was started meanwhile: a call of `_thread`'s start functions on this thread (seen by a profile function on
-        it: however reached) or a thread threading started (its profile hook) — or the profile function was
-        replaced meanwhile. The torch modes see this thread only.
-        torch_code: called with "fx" when code of torch.fx runs on this thread (a graph module's generated code, its
-        interpreter), with "formula" when one of torch's derivative formulas in Python does."""
+        was started meanwhile: the interpreter made a thread state (`made_so_far`: every Python thread, however
+        started, makes one). The torch modes see this thread only."""
         # the OS's list while torch runs on one thread (a student's torch.set_num_threads(2) starts torch's pool,
         # whose threads run no Python: Python's list then)
         os_list = bool(by_os) and torch.get_num_threads() == 1
         ids, me = alive(os_list)
-        early, started = ids - kernel[os_list] - {me}, []
+        early = ids - kernel[os_list] - {me}
         for _ in range(20):  # a joined thread's OS thread outlives its join by a moment: one ending now is not counted
             if not early:
                 break
             time.sleep(0.005)
             early &= alive(os_list)[0]
 
-        def new_thread(*args):  # threading's profile hook, set in each thread it starts
-            started.append(True)
-            sys.setprofile(None)
-
-        def here(frame, event, arg):
-            if event == "c_call":
-                if any(arg is f for f in starters):
-                    started.append(True)
-            elif event == "call" and torch_code is not None:
-                code = frame.f_code
-                if code.co_filename.startswith(generated) or code.co_filename == interpreter:
-                    torch_code("fx")
-                elif code.co_filename.startswith(formulas) and "backward" in code.co_name:
-                    torch_code("formula")
-
-        previous = threading.getprofile(), sys.getprofile()
-        threading.setprofile(new_thread)
-        sys.setprofile(here)
+        made = made_so_far()
         try:
             yield
         finally:
-            replaced = sys.getprofile() is not here
-            sys.setprofile(previous[1])
-            threading.setprofile(previous[0])
             late = alive(os_list)[0] - kernel[os_list] - {me}
-            flags["used_threads"] = bool(started or early or late or replaced)
+            flags["used_threads"] = bool(early or late or made_so_far() != made + 1)
 
     return threads_started, kernel_threads_at_first_cell, host_threads
 

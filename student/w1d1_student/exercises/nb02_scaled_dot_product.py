@@ -114,10 +114,9 @@ ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), dia
 
 def _make_by_hand(AutogradUse, threads_started):
     """`run_by_hand(run, graph)`: a driver that calls `run(ns, case, use)` with one AutogradUse `use` on for the
-    whole case (graph: see AutogradUse) inside the check for threads (which also tells `use` of torch.fx's code
-    run), and adds what they saw to the
-    result. When the student's code raised after reaching autograd, what it reached is the result. The closure
-    holds its own references to the watch, so rebinding this module's names does not switch it off."""
+    whole case (graph: see AutogradUse) inside the check for threads, and adds what they saw to the result. When
+    the student's code raised after reaching autograd, what it reached is the result. The closure holds
+    its own references to the watch, so rebinding this module's names does not switch it off."""
 
     def report(use, flags):
         return {"autograd": use.report(), "used_threads": bool(flags.get("used_threads"))}
@@ -126,7 +125,7 @@ def _make_by_hand(AutogradUse, threads_started):
         def call(ns, case):
             use, flags = AutogradUse(graph=graph), {}
             try:
-                with threads_started(flags, use.torch_code_ran), use:
+                with threads_started(flags), use:
                     out = run(ns, case, use)
             except Exception:
                 seen = report(use, flags)

@@ -250,7 +250,7 @@ def _make_autograd_watch():
         def stop(self):
             for mode in reversed(self._modes):
                 mode.__exit__(None, None, None)
-            self._modes = ()
+            self._modes, self.outer = (), None
 
         def __enter__(self):
             self.start(sys._getframe(1))

@@ -75,10 +75,17 @@ MACHINERY_NAMES = ("resolve_name", "DisableTorchFunction", "DisableTorchFunction
                    # importing what the notebook wrote (the working folder is off the path): finders and loaders
                    "meta_path", "path_hooks", "path_importer_cache", "FileFinder", "PathFinder", "SourceFileLoader",
                    "SourcelessFileLoader", "ExtensionFileLoader", "spec_from_file_location", "spec_from_loader",
-                   "module_from_spec", "exec_module", "load_module")
+                   "module_from_spec", "exec_module", "load_module",
+                   # work handed to the kernel's own threads (no watch looks at them; red team round 15 F1): the
+                   # object a builtin method is bound to (`input.__self__` is the kernel), the kernel's threads and
+                   # sockets by their attributes, and the calls that queue a callable on another thread's loop
+                   "__self__", "iopub_thread", "pub_thread", "io_thread", "control_thread", "shell_channel_thread",
+                   "pub_socket", "iopub_socket", "io_loop", "asyncio_loop", "displayhook", "schedule", "add_callback",
+                   "add_callback_from_signal", "spawn_callback", "add_timeout", "call_soon", "call_soon_threadsafe",
+                   "call_later", "call_at", "run_coroutine_threadsafe")
 # attributes of frames, functions and generators: a variable of that name (`f_back = None`) holds none of them
 ATTRIBUTES_ONLY = frozenset({"__globals__", "__closure__", "cell_contents", "f_locals", "f_globals", "f_back",
-                             "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+                             "f_builtins", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "__self__"})
 # parts of a name: every torch function that pushes, pops or reads the function and dispatch mode stacks
 MACHINERY_PARTS = ("_pop_mode", "_push_mode", "function_mode", "dispatch_mode", "_torch_function_stack",
                    "_torch_dispatch_stack", "_disable_current_modes")
@@ -727,13 +734,25 @@ class Strings:
     def _class_constant(self, node, up, seen):
         """What `self.A` may hold in a method of the student's class when class bodies bind A to constant strings:
         `self` an instance (_own_instance) of one of the notebook's classes (`Base.m(other, …)` hands it any of
-        them), each plain (no student base, no metaclass) and undecorated (`@dataclass` writes attributes), A a name
-        no code writes (`written`), and each class body that binds it giving a tuple or string."""
+        them), each plain (no student base, no metaclass) and undecorated (`@dataclass` writes attributes), each class
+        body that binds A giving a tuple or string, and each store of A (`self.A = "softmax"`, on any object) one."""
         classes = [c for c in self.nodes if isinstance(c, ast.ClassDef)]
-        if self.written is None or node.attr in self.written or node.attr.startswith("__") or not _own_instance(
+        if self.written is None or node.attr.startswith("__") or not _own_instance(
                 node.value, up, self.loose) or not all(self._plain(c) and not c.decorator_list for c in classes):
             return None
         found = set()
+        if node.attr in self.written:  # `self.norm = "softmax"`: every store of the name, on any object, a constant
+            stores = [n for n in self.nodes if isinstance(n, ast.Attribute) and n.attr == node.attr and not isinstance(
+                n.ctx, ast.Load)]
+            for store in stores:
+                assign = up(store)
+                if not (isinstance(assign, ast.Assign) and assign.targets == [store] or isinstance(
+                        assign, ast.AnnAssign) and assign.target is store and assign.value is not None):
+                    return None
+                values = self._values(assign.value, up, seen)
+                if values is None or any(map(_mutable, values)):
+                    return None
+                found |= values
         for cls in (c for c in classes if any(node.attr in _binds(n) for n in _scope_walk(c))):
             values = self._held(ast.Name(id=node.attr), cls, up, seen)
             if values is None or any(map(_mutable, values)):  # `self.PROJ.append(…)`
@@ -813,8 +832,8 @@ class Strings:
         calls = [n for n in self.nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == function.name]
         defaults = {p.arg: d for p, d in zip(reversed(params), reversed(args.defaults))} | {
             a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
-        if not self.loads[function.name] and param.arg in defaults:  # only the grader calls it, with its own data
-            return self._values(defaults[param.arg], up, seen)
+        if not self.loads[function.name] and param.arg in defaults and not _grader_passes(function, param):
+            return self._values(defaults[param.arg], up, seen)  # only the grader calls it, and leaves it out
         if not calls or len(calls) != len(self.loads[function.name]):
             return None
         found = set()
@@ -830,6 +849,35 @@ class Strings:
                 return None
             found |= values
         return found
+
+
+@functools.lru_cache(maxsize=1)
+def _contract():
+    """{function name: its parameters} for every function an answer cell of the release defines (what the grader
+    calls, by position or by name)."""
+    import nbformat
+
+    from autograder.course import ASSIGNMENT, RELEASE_DIR
+
+    out = {}
+    for path in sorted((RELEASE_DIR / ASSIGNMENT).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                for node in ast.walk(ast.parse(cell.source)):
+                    if isinstance(node, ast.FunctionDef):
+                        args = node.args
+                        out[node.name] = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return out
+
+
+def _grader_passes(function, param):
+    """Whether the grader may pass `param` of a top-level answer function: a parameter at a position of the release's
+    signature, or of one of its names (its value is then the grader's data, or what the student's own code returned)."""
+    if function.name not in _contract():
+        return False
+    given = _contract()[function.name]
+    positional = function.args.posonlyargs + function.args.args
+    return param.arg in given or any(p is param for p in positional[:len(given)])
 
 
 class _Parents(collections.ChainMap):
@@ -1041,7 +1089,14 @@ def _reflectors():
 
 
 _HELD = {}  # id -> (object, whether it holds the machinery); the object is kept so that its id stays its own
-BASE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__"})  # Tensor's own: they run with the modes on
+# names every object of a kind has, not a sign that it holds the machinery: Tensor's own handlers (they run with the
+# modes on), a builtin's `__self__` (counted where a cell reads it)
+BASE_HANDLERS = frozenset({"__torch_function__", "__torch_dispatch__", "__self__"})
+
+
+def _text_in(value, names):
+    """Whether a folded value is one of these names (a folded value may be any constant: `getattr(m, [0])`)."""
+    return isinstance(value, str) and value in names
 
 
 def holds_machinery(value):
@@ -1224,7 +1279,8 @@ def hidden_uses(tree, known):
                     node, reach[0], known, local, parents):
                 what = "<模块>" if _reaches(reach[0], known) else "<检查认不出的对象>"
                 found.append((line, f"{name}({what}, <运行时算出的名字>)"))
-            elif reach and name != "hasattr" and folded(reach[1]) in REFLECTION or name in _NAMED_LATER and first in REFLECTION:
+            elif reach and name != "hasattr" and _text_in(folded(reach[1]), REFLECTION) or name in _NAMED_LATER and _text_in(
+                        first, REFLECTION):
                 found.append((line, f"{name}(…, {folded(reach[1]) if reach else first!r})"))
             elif name in _MEMBERS and node.args and _reaches(node.args[0], known):
                 found.append((line, f"{name}(<模块>)"))

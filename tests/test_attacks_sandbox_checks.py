@@ -238,6 +238,93 @@ BY_NAME = next(src for src in V04["mha"]["correct"] if "getattr(nn.init, how)" i
 # and the honest reproducibility line that cost a notebook 0/25 (assignment into an imported object)
 CONFIGURED = next(src for src in V02["attention_backward"]["correct"] if "cudnn.deterministic = True" in src)
 
+# red team round 15 (F1): autograd on the kernel's IOPub thread, reached as `input.__self__` (ipykernel binds input to the
+# kernel's raw_input), with the work queued by its `schedule` (25/25 on both paths before)
+KERNEL_QUEUE_FORWARD = '''
+import numpy as np
+
+
+def attention_forward(Q, K, V, mask=None):
+    s = 1.0 / np.sqrt(Q.shape[-1])
+    S = s * (Q @ np.swapaxes(K, -1, -2))
+    if mask is not None:
+        S = np.where(mask, -np.inf, S)
+    S = S - S.max(axis=-1, keepdims=True)
+    A = np.exp(S)
+    A = A / A.sum(axis=-1, keepdims=True)
+    Y = A @ V
+    return Y, (Q, K, V, mask)
+'''
+KERNEL_QUEUE_BACKWARD = '''
+import threading
+
+import numpy as np
+import torch
+
+
+def _grads(dY, cache):
+    Q, K, V, mask = cache
+    q, k, v = (torch.tensor(x, requires_grad=True) for x in (Q, K, V))
+    S = (q @ k.transpose(-2, -1)) / np.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(torch.as_tensor(np.broadcast_to(mask, S.shape).copy()), float("-inf"))
+    y = torch.softmax(S, dim=-1) @ v
+    return tuple(g.detach().numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
+
+
+def attention_backward(dY, cache):
+    box, done = [], threading.Event()
+
+    def job():
+        try:
+            box.append(_grads(dY, cache))
+        except BaseException as e:
+            box.append(e)
+        finally:
+            done.set()
+
+    input.__self__.iopub_thread.schedule(job)
+    done.wait()
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]
+'''
+# red team round 15 (F2): a parameter the grader passes (`cache`, what the student's forward returned) read as its
+# default constant names; at run time it names torch's mode switches (25/25 on both paths before)
+GRADER_DEFAULT_FORWARD = '''
+import numpy as np
+
+
+def attention_forward(Q, K, V, mask=None):
+    s = 1.0 / np.sqrt(Q.shape[-1])
+    S = s * (Q @ np.swapaxes(K, -1, -2))
+    if mask is not None:
+        S = np.where(mask, -np.inf, S)
+    S = S - S.max(axis=-1, keepdims=True)
+    A = np.exp(S)
+    A = A / A.sum(axis=-1, keepdims=True)
+    Y = A @ V
+    names = tuple("".join(reversed(n)) for n in ("noitcnuFhcroTelbasiD", "hctapsiDhcroTelbasiD_"))
+    return Y, (*names, Q, K, V, mask)
+'''
+GRADER_DEFAULT_BACKWARD = '''
+import numpy as np
+import torch
+
+
+def attention_backward(dY, cache=("float64", "float32", None, None, None, None)):
+    first = getattr(torch._C, cache[0])
+    second = getattr(torch._C, cache[1])
+    Q, K, V, mask = cache[2:]
+    with first(), second():
+        q, k, v = (torch.tensor(x, requires_grad=True) for x in (Q, K, V))
+        S = (q @ k.transpose(-2, -1)) / np.sqrt(Q.shape[-1])
+        if mask is not None:
+            S = S.masked_fill(torch.as_tensor(np.broadcast_to(mask, S.shape).copy()), float("-inf"))
+        y = torch.softmax(S, dim=-1) @ v
+        return tuple(g.detach().numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
+'''
+
 
 def build(subs):
     notebooks = {
@@ -255,6 +342,10 @@ def build(subs):
         "metaclass": [("02_scaled_dot_product", {"attention_backward": METACLASS_BACKWARD})],
         "filtered_threads": [("02_scaled_dot_product", {"attention_backward": FILTERED_THREADS_BACKWARD})],
         "reflected_prefix": [("04_multihead", {"mha": REFLECTED_PREFIX_MHA})],
+        "kernel_queue": [("02_scaled_dot_product", {"attention_forward": KERNEL_QUEUE_FORWARD,
+                                                    "attention_backward": KERNEL_QUEUE_BACKWARD})],
+        "grader_default": [("02_scaled_dot_product", {"attention_forward": GRADER_DEFAULT_FORWARD,
+                                                      "attention_backward": GRADER_DEFAULT_BACKWARD})],
         "round10_honest": [("06_api", {"to_torch_mha": ROUND10_HONEST_06}), ("04_multihead", {"mha": ROUND10_HONEST_04})],
         "round12_honest": [("04_multihead", {"mha": ROUND12_HONEST_04})],
         "configured": [("02_scaled_dot_product", {"attention_backward": CONFIGURED})],
@@ -364,6 +455,17 @@ def test_a_prefix_made_by_an_operands_own_method_is_no_public_prefix(scores):
     for exercise in _exercises("reflected_prefix", "04_multihead"):
         assert table[exercise][0] == 0 < table[exercise][1], exercise
     assert "检查认不出的对象" in feedback["reflected_prefix/04_multihead"]
+
+
+@pytest.mark.parametrize("student,what", [("kernel_queue", "`schedule`"), ("grader_default", "运行时算出的名字")])
+def test_round_15_routes_to_autograd_cost_the_notebook(scores, student, what):
+    """Red team round 15: autograd queued on the kernel's IOPub thread (F1), or behind mode switches named by a
+    parameter the grader passes, read as its default (F2); each 25/25 on both paths before: every exercise of 02
+    scores 0, saying why."""
+    table, feedback = scores
+    for exercise in _exercises(student, "02_scaled_dot_product"):
+        assert table[exercise][0] == 0 < table[exercise][1], exercise
+    assert what in feedback[f"{student}/02_scaled_dot_product"]
 
 
 @pytest.mark.parametrize("student,notebook", [("round9_honest", "06_api"), ("round9_honest", "04_multihead"),

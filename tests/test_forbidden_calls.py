@@ -146,6 +146,9 @@ def test_a_forbidden_api_after_the_exercises_last_check_costs_nothing():
     assert len(problems) == 1 and "mha_selfcheck" in problems[0] and "F.scaled_dot_product_attention" in problems[0]
 
 
+# an instance attribute naming a torch function, set in __init__
+_NORM = ("import torch\nclass M(torch.nn.Module):\n    def __init__(self, x=1):\n        super().__init__()\n"
+         "        self.norm = 'softmax'\n    def f(self):\n        return getattr(torch._C, self.norm)\n")
 # a helper that reads its first argument by a name given at run time
 _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
 
@@ -470,6 +473,20 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "import threading\nx = vars(threading.main_thread())['_target']",
     "import threading\nx = getattr(threading.current_thread(), '_tstate' + '_lock')",
     "import threading\nx = threading._active",
+    # red team round 15 (F1): work queued on the kernel's own threads, reached past get_ipython() and sys.stdout
+    "x = input.__self__.iopub_thread.schedule(print)",
+    "import getpass\ngetpass.getpass.__self__.iopub_thread.schedule(print)",
+    "import sys\nsys.displayhook.pub_socket.io_thread.schedule(print)",
+    "import sys\n[sys.stdout][0].pub_thread.schedule(print)",
+    "import sys\n(lambda s: s)(sys.stdout).pub_thread.schedule(print)",
+    "def f(k):\n    k.io_loop.add_callback(print)",
+    "import asyncio\nasyncio.get_event_loop().call_soon_threadsafe(print)",
+    "f = print.__self__",
+    # ... and an instance attribute some store of which is not a constant
+    _NORM + "m = M()\nm.norm = input()",
+    _NORM + "m = M()\nfor m.norm in (input(),):\n    pass",
+    _NORM + "m = M()\nm.norm += input()",
+    _NORM.replace("self.norm = 'softmax'", "self.norm = 'softmax' if x else input()"),
 ])
 def test_reference_to_the_checking_machinery_zeroes_every_exercise_of_the_notebook(src):
     """A helper in one answer cell serves the others (red team round 5: a raw thread defined in
@@ -703,6 +720,9 @@ def test_a_name_the_student_binds_stays_the_students(cells):
     "import torch\nclass M(torch.nn.Module):\n    normalizer = 'softmax'\n    def forward(self, a):\n"
     "        return getattr(torch, self.normalizer)(a, dim=-1)",
     "def f(o, p='W_'):\n    return getattr(o, f'{p}q')",
+    # red team round 15 (F3): an instance attribute every store of which is a constant
+    "import torch\nclass M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.norm = 'softmax'\n    def forward(self, a):\n        return getattr(torch, self.norm)(a, dim=-1)",
     # round 12's still-zeroed styles: a class attribute tuple read on `self`, `map(str, …)`, `str(p)`, `P = P`
     _NAMES_ON_CLASS + "M().f(object())",
     _NAMES_ON_CLASS + "class N:\n    PROJ = ('W_v',)\n",
@@ -718,6 +738,21 @@ def test_a_name_the_student_binds_stays_the_students(cells):
 def test_honest_reflection_and_configuration_pass(src):
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": src})
     assert forbidden_calls.answer_problems(nb, "self_attention") == []
+
+
+@pytest.mark.parametrize("signature", ["dY, cache=('float64',)", "dY, names=('float64',)", "dY, *, cache=('float64',)"])
+def test_a_default_the_grader_overrides_is_no_constant(signature):
+    """Red team round 15 (F2): the grader calls attention_backward(dY, cache) with what the student's forward returned;
+    a default there (by the release's position or name) is not what the parameter holds. A parameter the release's
+    signature lacks keeps its default (to_torch_mha(mha, names=(...)) in the mutation table)."""
+    name = signature.split(", ")[-1].split("=")[0]
+    src = f"import torch\ndef attention_backward({signature}):\n    return getattr(torch._C, {name}[0])"
+    problems = forbidden_calls.answer_problems(_notebook({"attention_backward": src}), "attention_backward")
+    assert len(problems) == 1 and "运行时算出的名字" in problems[0], problems
+    listed = "import torch\ndef f(m):\n    return getattr(torch._C, [0])"  # a list folded as a name: reaches nothing
+    assert forbidden_calls.answer_problems(_notebook({"attention_backward": listed}), "attention_backward") == []
+    extra = "import torch\ndef attention_backward(dY, cache, kind=('float64',)):\n    return getattr(torch, kind[0])"
+    assert forbidden_calls.answer_problems(_notebook({"attention_backward": extra}), "attention_backward") == []
 
 
 @pytest.mark.parametrize("src", [

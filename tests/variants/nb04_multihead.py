@@ -1032,3 +1032,8 @@ VARIANTS["mha"]["correct"] += [MHA.replace("        att = att.softmax(dim=-1)\n"
 VARIANTS["split_merge_heads"]["correct"] += [
     'import importlib.util\n\nHAVE_EINOPS = importlib.util.find_spec("einops") is not None\nif HAVE_EINOPS:\n'
     "    import einops  # optional: not used below\n\n" + VARIANTS["split_merge_heads"]["solution"]]
+
+# red team round 15 (F3): the softmax named by an instance attribute set to a constant in __init__ (0/17 once)
+VARIANTS["mha"]["correct"] += [MHA.replace("        att = att.softmax(dim=-1)\n",
+                                           "        att = getattr(torch, self.normalizer)(att, dim=-1)\n").replace(
+    "        self.n_heads = n_heads\n", '        self.n_heads = n_heads\n        self.normalizer = "softmax"\n')]

@@ -30,8 +30,8 @@ from tests.red_team_submissions import (
     TWIN_METHOD_MHA,
 )
 from tests.shared_class import attack_class
+from tests.variants.nb02_scaled_dot_product import FORWARD, function_cheat
 from tests.variants.nb02_scaled_dot_product import VARIANTS as V02
-from tests.variants.nb02_scaled_dot_product import function_cheat
 from tests.variants.nb04_multihead import MHA_OBFUSCATED, MHA_PATCHES_DETECTOR
 from tests.variants.nb04_multihead import VARIANTS as V04
 from tests.variants.nb06_api import VARIANTS as V06
@@ -240,21 +240,7 @@ CONFIGURED = next(src for src in V02["attention_backward"]["correct"] if "cudnn.
 
 # red team round 15 (F1): autograd on the kernel's IOPub thread, reached as `input.__self__` (ipykernel binds input to the
 # kernel's raw_input), with the work queued by its `schedule` (25/25 on both paths before)
-KERNEL_QUEUE_FORWARD = '''
-import numpy as np
-
-
-def attention_forward(Q, K, V, mask=None):
-    s = 1.0 / np.sqrt(Q.shape[-1])
-    S = s * (Q @ np.swapaxes(K, -1, -2))
-    if mask is not None:
-        S = np.where(mask, -np.inf, S)
-    S = S - S.max(axis=-1, keepdims=True)
-    A = np.exp(S)
-    A = A / A.sum(axis=-1, keepdims=True)
-    Y = A @ V
-    return Y, (Q, K, V, mask)
-'''
+KERNEL_QUEUE_FORWARD = FORWARD.replace("return Y, (Q, K, V, A, Y, s)", "return Y, (Q, K, V, mask)")
 KERNEL_QUEUE_BACKWARD = '''
 import threading
 
@@ -291,22 +277,9 @@ def attention_backward(dY, cache):
 '''
 # red team round 15 (F2): a parameter the grader passes (`cache`, what the student's forward returned) read as its
 # default constant names; at run time it names torch's mode switches (25/25 on both paths before)
-GRADER_DEFAULT_FORWARD = '''
-import numpy as np
-
-
-def attention_forward(Q, K, V, mask=None):
-    s = 1.0 / np.sqrt(Q.shape[-1])
-    S = s * (Q @ np.swapaxes(K, -1, -2))
-    if mask is not None:
-        S = np.where(mask, -np.inf, S)
-    S = S - S.max(axis=-1, keepdims=True)
-    A = np.exp(S)
-    A = A / A.sum(axis=-1, keepdims=True)
-    Y = A @ V
+GRADER_DEFAULT_FORWARD = FORWARD.replace("    return Y, (Q, K, V, A, Y, s)", """\
     names = tuple("".join(reversed(n)) for n in ("noitcnuFhcroTelbasiD", "hctapsiDhcroTelbasiD_"))
-    return Y, (*names, Q, K, V, mask)
-'''
+    return Y, (*names, Q, K, V, mask)""")
 GRADER_DEFAULT_BACKWARD = '''
 import numpy as np
 import torch

@@ -521,6 +521,10 @@ def _hashable(value):
     return value
 
 
+# builtins that read an object without writing its attributes
+_INSPECTORS = frozenset({"getattr", "hasattr", "isinstance", "type", "id", "len", "print", "repr", "str"})
+
+
 class Strings:
     """What a name may hold where a cell reads it, when every binding that can reach the read gives it a constant:
     the strings in `getattr(mha, p)` for `for p in ("W_q", "W_k")`, `for p in "W_q W_k".split()`, `for p in
@@ -553,8 +557,50 @@ class Strings:
         self.reflected = any(_REFLECTED & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
             n, ast.ClassDef) and n.keywords for n in self.nodes)  # a metaclass may add the method
         if self.dynamic or any(_WRITERS & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
-                n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes):
+                n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes) or self._handed_on():
             self.written, self.reflected = None, True
+
+    def _handed_on(self):
+        """Whether an instance of the notebook's classes is handed to code as a value: a method's first parameter,
+        a name bound to `Cls(…)` or `Cls(…)` itself, read other than as an attribute's object, a call's callee, super()'s argument or
+        one of _INSPECTORS'; handed to a helper function of the notebook's, the helper's parameter is read the same
+        way (`functools.update_wrapper(self, ns)` writes attributes by names no cell spells; red team round 16)."""
+        classes = [c for c in self.nodes if isinstance(c, ast.ClassDef)]
+        names = {c.name for c in classes}
+        instances = {t.id for n in self.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                     and _spelled(n.value.func) in names for t in n.targets if isinstance(t, ast.Name)}
+        helpers = {n.name: n for n in self.nodes if isinstance(n, ast.FunctionDef) and not n.decorator_list
+                   and self.bound[n.name] == 1 and not isinstance(self.parents.get(id(n)), ast.ClassDef)}
+        reads = [n for n in self.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in instances
+                 or isinstance(n, ast.Call) and _spelled(n.func) in names and not (  # `Cls(…)` itself, unless named
+                     isinstance(self.parents.get(id(n)), ast.Assign) and self.parents[id(n)].value is n)]
+        scopes = [(m, (m.args.posonlyargs + m.args.args)[:1]) for c in classes for m in c.body
+                  if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        done = set()
+        while scopes or reads:
+            for function, params in scopes:
+                for param in params:
+                    reads += [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == param.arg
+                              and isinstance(n.ctx, ast.Load)]
+            scopes = []
+            read = reads.pop() if reads else None
+            if read is None:
+                break
+            parent = self.parents.get(id(read))
+            if isinstance(parent, ast.Attribute) and parent.value is read or isinstance(parent, ast.Call) and (
+                    parent.func is read or _spelled(parent.func) == "super" or self._builtin(parent.func, _INSPECTORS)):
+                continue
+            helper = helpers.get(parent.func.id) if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) else None
+            if helper is None or read not in parent.args:
+                return True
+            params = helper.args.posonlyargs + helper.args.args
+            position = parent.args.index(read)
+            if position >= len(params):
+                return True
+            if (helper.name, position) not in done:
+                done.add((helper.name, position))
+                scopes.append((helper, [params[position]]))
+        return False
 
     def of(self, node, parents):
         """The strings an expression may give where it stands ({...}), or None. `parents`: its tree's (a cell's)."""

@@ -482,6 +482,13 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     "def f(k):\n    k.io_loop.add_callback(print)",
     "import asyncio\nasyncio.get_event_loop().call_soon_threadsafe(print)",
     "f = print.__self__",
+    # red team round 16: attributes written by a library function handed the instance (no name the check watches)
+    _NAMES_ON_CLASS + "    def g(self):\n        import functools, argparse\n"
+    "        functools.update_wrapper(self, argparse.Namespace(PROJ=(input(),)), assigned=())\n",
+    _NAMES_ON_CLASS + "import functools, argparse\nm = M()\nfunctools.update_wrapper(m, argparse.Namespace(PROJ=(input(),)))",
+    _NAMES_ON_CLASS + "import functools, argparse\nm = functools.update_wrapper(M(), argparse.Namespace(PROJ=(input(),)))",
+    _NAMES_ON_CLASS + "import argparse\ndef h(o):\n    argparse.Namespace.__init__(o, PROJ=(input(),))\nh(M())",
+    _NAMES_ON_CLASS + "    def g(self):\n        return [self][0]\n",
     # ... and an instance attribute some store of which is not a constant
     _NORM + "m = M()\nm.norm = input()",
     _NORM + "m = M()\nfor m.norm in (input(),):\n    pass",

@@ -920,7 +920,7 @@ def _grader_passes(function, param):
     """Whether the grader may pass `param` of a top-level answer function: a parameter at a position of the release's
     signature, or of one of its names (its value is then the grader's data, or what the student's own code returned)."""
     if function.name not in _contract():
-        return False
+        return not _contract()  # no release to read: any parameter may be passed
     given = _contract()[function.name]
     positional = function.args.posonlyargs + function.args.args
     return param.arg in given or any(p is param for p in positional[:len(given)])

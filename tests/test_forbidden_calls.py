@@ -748,7 +748,7 @@ def test_honest_reflection_and_configuration_pass(src):
 
 
 @pytest.mark.parametrize("signature", ["dY, cache=('float64',)", "dY, names=('float64',)", "dY, *, cache=('float64',)"])
-def test_a_default_the_grader_overrides_is_no_constant(signature):
+def test_a_default_the_grader_overrides_is_no_constant(signature, monkeypatch):
     """Red team round 15 (F2): the grader calls attention_backward(dY, cache) with what the student's forward returned;
     a default there (by the release's position or name) is not what the parameter holds. A parameter the release's
     signature lacks keeps its default (to_torch_mha(mha, names=(...)) in the mutation table)."""
@@ -760,6 +760,8 @@ def test_a_default_the_grader_overrides_is_no_constant(signature):
     assert forbidden_calls.answer_problems(_notebook({"attention_backward": listed}), "attention_backward") == []
     extra = "import torch\ndef attention_backward(dY, cache, kind=('float64',)):\n    return getattr(torch, kind[0])"
     assert forbidden_calls.answer_problems(_notebook({"attention_backward": extra}), "attention_backward") == []
+    monkeypatch.setattr(forbidden_calls, "_contract", lambda: {})  # no release to read: no default is trusted
+    assert forbidden_calls.answer_problems(_notebook({"attention_backward": extra}), "attention_backward")
 
 
 @pytest.mark.parametrize("src", [

@@ -761,7 +761,8 @@ def test_a_default_the_grader_overrides_is_no_constant(signature, monkeypatch):
     extra = "import torch\ndef attention_backward(dY, cache, kind=('float64',)):\n    return getattr(torch, kind[0])"
     assert forbidden_calls.answer_problems(_notebook({"attention_backward": extra}), "attention_backward") == []
     monkeypatch.setattr(forbidden_calls, "_contract", lambda: {})  # no release to read: no default is trusted
-    assert forbidden_calls.answer_problems(_notebook({"attention_backward": extra}), "attention_backward")
+    unread = extra.replace("float64", "float32")  # (answer_problems keeps what it found for a notebook it read)
+    assert forbidden_calls.answer_problems(_notebook({"attention_backward": unread}), "attention_backward")
 
 
 @pytest.mark.parametrize("src", [

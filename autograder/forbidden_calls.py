@@ -557,21 +557,24 @@ class Strings:
         self.reflected = any(_REFLECTED & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
             n, ast.ClassDef) and n.keywords for n in self.nodes)  # a metaclass may add the method
         if self.dynamic or any(_WRITERS & {_spelled(n), getattr(n, "name", None), getattr(n, "value", None)} or isinstance(
-                n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes) or self._handed_on():
+                n, ast.Call) and _spelled(n.func) == "type" and len(n.args) != 1 for n in self.nodes):
             self.written, self.reflected = None, True
+        elif self._handed_on():
+            self.written = None
 
     def _handed_on(self):
-        """Whether an instance of the notebook's classes is handed to code as a value: a method's first parameter,
-        a name bound to `Cls(…)` or `Cls(…)` itself, read other than as an attribute's object, a call's callee, super()'s argument or
-        one of _INSPECTORS'; handed to a helper function of the notebook's, the helper's parameter is read the same
-        way (`functools.update_wrapper(self, ns)` writes attributes by names no cell spells; red team round 16)."""
+        """Whether one of the notebook's classes or an instance of one is handed to code as a value: the class's
+        name, a method's first parameter, a name bound to `Cls(…)` or `Cls(…)` itself, read other than as an
+        attribute's object, a call's callee, an argument of super() or of one of _INSPECTORS, or a class's base;
+        handed to a helper function of the notebook's, the helper's parameter is read the same way
+        (`functools.update_wrapper(self, ns)` writes attributes by names no cell spells; red team round 16)."""
         classes = [c for c in self.nodes if isinstance(c, ast.ClassDef)]
         names = {c.name for c in classes}
         instances = {t.id for n in self.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
                      and _spelled(n.value.func) in names for t in n.targets if isinstance(t, ast.Name)}
         helpers = {n.name: n for n in self.nodes if isinstance(n, ast.FunctionDef) and not n.decorator_list
                    and self.bound[n.name] == 1 and not isinstance(self.parents.get(id(n)), ast.ClassDef)}
-        reads = [n for n in self.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in instances
+        reads = [n for n in self.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in instances | names
                  or isinstance(n, ast.Call) and _spelled(n.func) in names and not (  # `Cls(…)` itself, unless named
                      isinstance(self.parents.get(id(n)), ast.Assign) and self.parents[id(n)].value is n)]
         scopes = [(m, (m.args.posonlyargs + m.args.args)[:1]) for c in classes for m in c.body
@@ -588,7 +591,8 @@ class Strings:
                 break
             parent = self.parents.get(id(read))
             if isinstance(parent, ast.Attribute) and parent.value is read or isinstance(parent, ast.Call) and (
-                    parent.func is read or _spelled(parent.func) == "super" or self._builtin(parent.func, _INSPECTORS)):
+                    parent.func is read or _spelled(parent.func) == "super" or self._builtin(parent.func, _INSPECTORS)) or (
+                    isinstance(parent, ast.ClassDef) and read in parent.bases):
                 continue
             helper = helpers.get(parent.func.id) if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) else None
             if helper is None or read not in parent.args:

@@ -489,6 +489,7 @@ _GET = "class M:\n    def get(self, n):\n        return getattr(self, n)\n"
     _NAMES_ON_CLASS + "import functools, argparse\nm = functools.update_wrapper(M(), argparse.Namespace(PROJ=(input(),)))",
     _NAMES_ON_CLASS + "import argparse\ndef h(o):\n    argparse.Namespace.__init__(o, PROJ=(input(),))\nh(M())",
     _NAMES_ON_CLASS + "    def g(self):\n        return [self][0]\n",
+    _NAMES_ON_CLASS + "import functools, argparse\nfunctools.update_wrapper(M, M, assigned=('PROJ',))",
     # ... and an instance attribute some store of which is not a constant
     _NORM + "m = M()\nm.norm = input()",
     _NORM + "m = M()\nfor m.norm in (input(),):\n    pass",

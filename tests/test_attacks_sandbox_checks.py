@@ -241,9 +241,8 @@ CONFIGURED = next(src for src in V02["attention_backward"]["correct"] if "cudnn.
 # red team round 15 (F1): autograd on the kernel's IOPub thread, reached as `input.__self__` (ipykernel binds input to the
 # kernel's raw_input), with the work queued by its `schedule` (25/25 on both paths before)
 KERNEL_QUEUE_FORWARD = FORWARD.replace("return Y, (Q, K, V, A, Y, s)", "return Y, (Q, K, V, mask)")
-KERNEL_QUEUE_BACKWARD = '''
-import threading
-
+# autograd's gradients of the rebuilt forward, for a cache (Q, K, V, mask)
+_GRADS = '''
 import numpy as np
 import torch
 
@@ -256,7 +255,8 @@ def _grads(dY, cache):
         S = S.masked_fill(torch.as_tensor(np.broadcast_to(mask, S.shape).copy()), float("-inf"))
     y = torch.softmax(S, dim=-1) @ v
     return tuple(g.detach().numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
-
+'''
+KERNEL_QUEUE_BACKWARD = "import threading\n" + _GRADS + '''
 
 def attention_backward(dY, cache):
     box, done = [], threading.Event()
@@ -280,22 +280,13 @@ def attention_backward(dY, cache):
 GRADER_DEFAULT_FORWARD = FORWARD.replace("    return Y, (Q, K, V, A, Y, s)", """\
     names = tuple("".join(reversed(n)) for n in ("noitcnuFhcroTelbasiD", "hctapsiDhcroTelbasiD_"))
     return Y, (*names, Q, K, V, mask)""")
-GRADER_DEFAULT_BACKWARD = '''
-import numpy as np
-import torch
-
+GRADER_DEFAULT_BACKWARD = _GRADS + '''
 
 def attention_backward(dY, cache=("float64", "float32", None, None, None, None)):
     first = getattr(torch._C, cache[0])
     second = getattr(torch._C, cache[1])
-    Q, K, V, mask = cache[2:]
     with first(), second():
-        q, k, v = (torch.tensor(x, requires_grad=True) for x in (Q, K, V))
-        S = (q @ k.transpose(-2, -1)) / np.sqrt(Q.shape[-1])
-        if mask is not None:
-            S = S.masked_fill(torch.as_tensor(np.broadcast_to(mask, S.shape).copy()), float("-inf"))
-        y = torch.softmax(S, dim=-1) @ v
-        return tuple(g.detach().numpy() for g in torch.autograd.grad(y, (q, k, v), torch.tensor(dY)))
+        return _grads(dY, cache[2:])
 '''
 
 

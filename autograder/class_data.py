@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from w1d1_student.cell_scope import OWN_KEY, copy_of
+from w1d1_format import OWN_KEY, VERDICTS_KEY, copy_of
 
 from . import reports
 from .course import ASSIGNMENT, RELEASE_DIR, available_notebooks
-from .nbgrader_plugins import VERDICTS_KEY
 from .notes import from_data, is_printable, printable, stored_in, texts
 
 COMPANION = "w1day1_checks.py"

@@ -27,11 +27,9 @@ from nbformat import NotebookNode
 from traitlets import Bool, Dict, Integer
 
 from .notes import stored_in
+from .page_policy import CSP_META
 
 MAX_PAGE_BYTES = 2_000_000
-CSP = ("default-src 'none'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; "
-       "img-src data:; style-src 'unsafe-inline'; font-src data:")
-CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
 INERT_MIME = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
 TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
         "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",

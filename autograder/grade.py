@@ -21,10 +21,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from . import class_report, feedback_page, reports, timing
-from .course import ASSIGNMENT, api, available_notebooks
+from .course import ASSIGNMENT, available_notebooks
 from .errors import GradingError
 from .grading_worker import grade_student, share_gate
 from .intake import list_students, read_submission
+from .nbgrader_chain import api
 from .notes import Note, for_page, from_data, printable, quoted
 from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
 from .regrading import carry_over, grader_version, plan

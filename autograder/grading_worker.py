@@ -6,7 +6,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import timing, zygote
-from .course import ASSIGNMENT, api
+from .course import ASSIGNMENT
+from .nbgrader_chain import api
 from .notes import stored_in
 
 

@@ -20,7 +20,7 @@ import uuid
 import nbformat
 from nbconvert.exporters import NotebookExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
-from w1d1_student.cell_scope import OWN_KEY
+from w1d1_format import OWN_KEY
 from w1d1_student.lean_notebook import TooBig, size_text, without_outputs
 
 from . import repair

@@ -12,8 +12,9 @@ from nbformat import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
+from w1d1_format import MIME, OWN_KEY, VERDICTS_KEY
 from w1d1_student import registry, wire
-from w1d1_student.cell_scope import OWN_KEY, grading_cells
+from w1d1_student.cell_scope import grading_cells
 from w1d1_student.cell_source import check_calls
 
 from . import forbidden_calls, provenance, sandbox_check, timing
@@ -22,7 +23,6 @@ from .exercises import CARRIES
 from .sandbox import SandboxKernelManager
 
 VERDICT_ENAME = "检查未通过"
-VERDICTS_KEY = "verdicts"  # a test cell's verdicts as data, under cell.metadata[OWN_KEY]
 CASES_KEY = "w1d1_case_file"  # resources: the case file the kernel's cases came from, for JudgeProbes
 ARRIVED_KEY = "w1d1_probes"  # resources: {cell index: every check result the kernel sent while it ran}, for JudgeProbes
 
@@ -308,7 +308,7 @@ class SandboxedExecute(Execute):
     def _is_probe(self, content, cell_index, size):
         """A check's result: only in a test cell, only as many as it has checks, plain and small."""
         data = content.get("data", {})
-        if set(data) != {wire.MIME, "text/plain"} or size > wire.MAX_PAYLOAD_BYTES + 4096:
+        if set(data) != {MIME, "text/plain"} or size > wire.MAX_PAYLOAD_BYTES + 4096:
             return False
         seen = self._probes.get(cell_index, 0)
         if seen >= self._probes_allowed.get(cell_index, 0):
@@ -332,8 +332,8 @@ class SandboxedExecute(Execute):
         """Keep every check result as it arrives, in the grader's memory: the verdict reads these, not the cell's
         outputs, which later messages of the kernel's (a clear_output from a thread of the student's) could change."""
         data = content.get("data")
-        if isinstance(data, dict) and wire.MIME in data:
-            self._arrived.setdefault(cell_index, []).append(data[wire.MIME])
+        if isinstance(data, dict) and MIME in data:
+            self._arrived.setdefault(cell_index, []).append(data[MIME])
 
     def output(self, outs, msg, display_id, cell_index):
         if self._replaying:
@@ -387,8 +387,8 @@ def _payloads(cell, arrived=None):
     where no kernel ran here, those in the cell's outputs."""
     if arrived is not None:
         return [_decoded(text) for text in arrived]
-    return [_decoded(out["data"][wire.MIME]) for out in cell.get("outputs", [])
-            if out.get("output_type") in ("display_data", "execute_result") and wire.MIME in out.get("data", {})]
+    return [_decoded(out["data"][MIME]) for out in cell.get("outputs", [])
+            if out.get("output_type") in ("display_data", "execute_result") and MIME in out.get("data", {})]
 
 
 def answer_problems(nb, grade_id, names):

@@ -6,7 +6,7 @@ by searching the text.
 import unicodedata
 from typing import NamedTuple
 
-from w1d1_student.cell_scope import OWN_KEY
+from w1d1_format import OWN_KEY
 
 
 class Note(NamedTuple):

@@ -4,7 +4,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .course import ASSIGNMENT, RELEASE_DIR, api
+from .course import ASSIGNMENT, RELEASE_DIR
+from .nbgrader_chain import api
 
 
 def generate(dest_root):

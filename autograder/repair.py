@@ -17,7 +17,7 @@ import re
 import uuid
 
 import nbformat
-from w1d1_student.cell_scope import COPY_KEY, OWN_KEY, copy_of
+from w1d1_format import COPY_KEY, OWN_KEY, copy_of
 from w1d1_student.cell_source import check_calls
 
 from .notes import quoted

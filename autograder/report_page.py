@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 from . import class_stats as st
 from .class_data import safe
-from .feedback_page import CSP_META
+from .page_policy import CSP_META
 
 STYLE = """
 body{font-family:"Noto Sans CJK SC","WenQuanYi Micro Hei","Microsoft YaHei",sans-serif;margin:24px;color:#222;max-width:1200px}

@@ -1,8 +1,9 @@
 """`python -m autograder student-package`: build the wheel students install (dist/w1d1_student-*.whl).
 
-The wheel holds student/w1d1_student (check(), drivers, the comparison and diagnosis engine), the
-public cases of every exercise with the grader's answers precomputed as data, and the two helper
-modules of the notebooks, built from their one source each in solutions/w1d1/. Nothing else from
+The wheel holds student/w1d1_student (check(), drivers, the comparison and diagnosis engine),
+student/w1d1_format.py (the metadata keys and message type the grader reads too), the public cases
+of every exercise with the grader's answers precomputed as data, and the two helper modules of the
+notebooks, built from their one source each in solutions/w1d1/. Nothing else from
 solutions/ and nothing of the grader goes in.
 """
 import base64
@@ -22,7 +23,9 @@ from .course import REPO
 from .exercises.private import for_kernel
 
 STUDENT_SRC = REPO / "student"
-TOP_LEVEL_MODULES = (REPO / "solutions" / "w1d1" / "w1d1_viz.py", REPO / "solutions" / "w1d1" / "w1day1_checks.py")
+# top-level modules beside the package: the notebooks' two helpers, and the formats the grader reads too
+TOP_LEVEL_MODULES = (REPO / "solutions" / "w1d1" / "w1d1_viz.py", REPO / "solutions" / "w1d1" / "w1day1_checks.py",
+                     STUDENT_SRC / "w1d1_format.py")
 PUBLIC_SEED = 0
 
 
@@ -70,7 +73,8 @@ def build(out=REPO / "dist"):
     files[f"{dist}.dist-info/METADATA"] = metadata.encode()
     files[f"{dist}.dist-info/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: autograder.student_package\n"
                                         b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-    files[f"{dist}.dist-info/top_level.txt"] = b"w1d1_student\nw1d1_viz\nw1day1_checks\n"
+    top_level = ["w1d1_student", *(module.stem for module in TOP_LEVEL_MODULES)]
+    files[f"{dist}.dist-info/top_level.txt"] = "".join(f"{name}\n" for name in top_level).encode()
     record = [_record_line(name, data) for name, data in files.items()] + [f"{dist}.dist-info/RECORD,,"]
     files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     for old in out.glob("w1d1_student-*.whl"):

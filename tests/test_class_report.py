@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from autograder.course import ASSIGNMENT
-from autograder.feedback_page import CSP_META
 from autograder.grade import grade
+from autograder.page_policy import CSP_META
 from autograder.reports import graded_cells
 from tools import report_demo_class as demo
 

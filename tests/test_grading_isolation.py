@@ -11,10 +11,11 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder import forbidden_calls, nbgrader_plugins
-from autograder.course import ASSIGNMENT, api
+from autograder.course import ASSIGNMENT
 from autograder.grade import grade
 from autograder.grading_worker import _autograde
 from autograder.intake import read_submission
+from autograder.nbgrader_chain import api
 from autograder.reports import graded_cells
 from autograder.student_ids import unsafe_id_reason
 from tests import grading_class as gc

@@ -27,7 +27,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR
-from autograder.feedback_page import CSP_META
+from autograder.page_policy import CSP_META
 from autograder.reports import graded_cells
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser

@@ -13,9 +13,10 @@ from urllib.parse import unquote
 import nbformat
 import pytest
 
-from autograder.course import ASSIGNMENT, nbgrader_config
-from autograder.feedback_page import CSP_META
+from autograder.course import ASSIGNMENT
+from autograder.nbgrader_chain import nbgrader_config
 from autograder.notes import stored_in
+from autograder.page_policy import CSP_META
 from autograder.reports import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, course_config, grade_both
@@ -224,7 +225,7 @@ def test_both_paths_stamp_the_gradebook_with_nbgrader_s_migration_head(graded):
 
     from nbgrader.dbutil import _temp_alembic_ini
 
-    from autograder.course import alembic_head
+    from autograder.nbgrader_chain import alembic_head
     from tests.entry_points import VENV_BIN
 
     _, runs = graded

@@ -40,7 +40,7 @@ from autograder.student_package import build
 from tests.explorer_calls import explorer_calls
 from tests.test_mutations import VARIANTS
 
-OWN_MODULES = ("w1d1_student", "w1d1_viz", "w1day1_checks")
+OWN_MODULES = ("w1d1_student", "w1d1_format", "w1d1_viz", "w1day1_checks")
 KERNEL = "w1d1-wheel-only"
 HOME_KERNEL = "w1d1-wheel-only-home"  # the same, drawing inline and reading W1D1_CASES as a student's would
 MAX_FIGURE_PX = 1000  # 10 inches at the inline backend's 100 dpi: no figure is shrunk in the notebook
@@ -77,7 +77,10 @@ def _grader_functions():
 
 def test_wheel_holds_the_package_the_helpers_and_nothing_else(wheel_files):
     tops = {name.split("/")[0] for name in wheel_files if ".dist-info/" not in name}
-    assert tops == {"w1d1_student", "w1d1_viz.py", "w1day1_checks.py"}
+    assert tops == {"w1d1_student", "w1d1_format.py", "w1d1_viz.py", "w1day1_checks.py"}
+    assert wheel_files["w1d1_format.py"] == (REPO / "student" / "w1d1_format.py").read_text(encoding="utf-8")
+    assert wheel_files[next(n for n in wheel_files if n.endswith("top_level.txt"))].split() == [
+        "w1d1_student", "w1d1_viz", "w1day1_checks", "w1d1_format"]
     for module in ("w1d1_viz.py", "w1day1_checks.py"):  # built from the one source in solutions/w1d1
         assert wheel_files[module] == (SOURCE_DIR / ASSIGNMENT / module).read_text(encoding="utf-8")
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from traitlets.config import Config
 
-from autograder import feedback_page, reports
+from autograder import feedback_page, page_policy, reports
 from autograder.notes import printable, stored_in
 from tests import grading_class as gc
 from tests.entry_points import through_chain
@@ -78,7 +78,7 @@ def test_student_text_leaves_the_chain_printable_and_encodable(tmp_path_factory,
     nbformat.writes(nb).encode("utf-8")                                 # nbgrader can write it back
     page = feedback_html(nb)
     page.encode("utf-8")
-    assert feedback_page.CSP_META in page and "<script>alert" not in page
+    assert page_policy.CSP_META in page and "<script>alert" not in page
     row = [reports.csv_safe(printable(name)), "1", "0", "0", "1", "1", "0", reports.csv_safe(" ".join(notes))]
     rendered = reports.render(reports.TOTALS_HEADER, [row])
     rendered.encode("utf-8")

@@ -14,13 +14,10 @@ import re
 import sys
 from collections import Counter
 
+from w1d1_format import copy_of
+
 from .cell_source import tree
 from .registry import NOTEBOOK_OF
-
-# cell metadata only the grader writes (intake clears any a student sent): {COPY_KEY: grade_id} marks a
-# copy of an answer cell, which runs where it stands, as at home
-OWN_KEY = "w1d1"
-COPY_KEY = "copy_of"
 
 
 @functools.lru_cache(maxsize=1024)  # every exercise of a notebook asks again (the static check, per grade_id)
@@ -32,13 +29,6 @@ def _only_definitions(source):
         return False
     kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return bool(body) and all(isinstance(node, kinds) for node in body)
-
-
-def copy_of(cell):
-    """The grade_id of the answer this cell is a copy of (marked by intake), or None."""
-    own = cell.get("metadata", {}).get(OWN_KEY)
-    gid = own.get(COPY_KEY) if isinstance(own, dict) else None
-    return gid if isinstance(gid, str) else None
 
 
 def answer_cells(nb, grade_id):

@@ -3,8 +3,8 @@ import base64
 import json
 
 import numpy as np
+from w1d1_format import MIME  # noqa: F401 (the type a result travels under)
 
-MIME = "application/vnd.w1d1.probe+json"
 MAX_PAYLOAD_BYTES = 4_000_000
 _KINDS = "biuf"  # bool, int, uint, float
 _JSON_DUMPS = json.dumps  # bound at import: a notebook that rebinds json.dumps does not rewrite a check's result

@@ -1,0 +1,87 @@
+"""The shape of the grader's code: imports point one way, and the report needs none of the code that
+runs a notebook."""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "autograder"
+# what runs or judges a notebook: the report (`make report`) loads none of it
+EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.sandbox",
+             "autograder.nbgrader_plugins", "autograder.exercises", "autograder.checks")
+
+
+def _modules(root=PACKAGE):
+    """{dotted name: path} of every module of the package."""
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imported(name, path, modules):
+    """The package's modules that module `name` imports, at the top or inside a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for a in node.names:
+                whole = f"{base}.{a.name}"
+                found |= {whole} if whole in modules else ({base} if base in modules else set())
+    return found - {name}
+
+
+def _cycle(graph):
+    """One import cycle of `graph` as a list of modules, or None."""
+    done, path = set(), []
+
+    def visit(node):
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if cycle := visit(nxt):
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    return next((c for c in map(visit, sorted(graph)) if c), None)
+
+
+def test_the_graders_imports_point_one_way():
+    modules = _modules()
+    graph = {name: _imported(name, path, modules) for name, path in modules.items()}
+    assert sum(map(len, graph.values())) > 50  # the reading found the imports
+    assert _cycle(graph) is None, " → ".join(_cycle(graph))
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_nbgrader_config_is_an_import_of_the_chain_not_a_file_the_chain_reads():
+    """nbgrader_config.py applies autograder/nbgrader_chain.py; nothing of autograder reads the file back."""
+    assert "from autograder.nbgrader_chain import configure" in (ROOT / "nbgrader_config.py").read_text()
+    readers = [p.name for p in PACKAGE.rglob("*.py") if "PyFileConfigLoader" in p.read_text(encoding="utf-8")]
+    assert readers == []
+
+
+def test_the_report_loads_no_code_that_runs_a_notebook():
+    code = ("import sys, autograder.class_report, autograder.cli\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {EXECUTION!r} or m in {EXECUTION!r}"
+            " or m.startswith(tuple(e + '.' for e in " + repr(EXECUTION) + "))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout[:2000]
+    # the probe sees what it looks for: the grading chain loads all of it
+    chain = code.replace("autograder.class_report", "autograder.nbgrader_chain")
+    loaded = subprocess.run([sys.executable, "-c", chain], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert {"torch", "zmq", "autograder.sandbox", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
+

@@ -8,7 +8,7 @@ content is over MAX_DECODED_BYTES, or whose binary buffers together are, is neve
 a one-line note (its buffers let go), anything else an error. A check's result is at most
 wire.MAX_PAYLOAD_BYTES (4 MB) and a figure a few hundred kB, so no output of a real answer comes near.
 Not bounded: how many frames one message has (zmq hands the grader the whole message), so a kernel can still
-make the grading process hold a few GB for a moment (README).
+make the grading process hold a few GB for a moment (docs/trust.md).
 """
 from jupyter_client.session import Session
 

@@ -1,4 +1,4 @@
-"""Peak memory and run time of one student's kernel running each notebook: the sizing table of README.
+"""Peak memory and run time of one student's kernel running each notebook: the sizing table of docs/hub.md.
 
 Run it as a student with the student environment's python, on a copy of the released notebooks:
     runuser -u STUDENT -- /opt/w1d1-hub/student/bin/python measure_kernels.py NOTEBOOK_DIR [REPEATS]

@@ -117,7 +117,7 @@ def _feedback_link(report_dir, page):
         return None
 
 
-def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None, skipped=None):
+def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None):
     """The class as the report sees it. `work`: the nbgrader course folder; `records`: {student:
     {"notebooks", "broken", "ok", "notes"}} as the grading command keeps them (None: from the gradebook);
     `feedback_pages(student, notebook)` -> the page's path (links are made relative to `report_dir`)."""
@@ -140,7 +140,6 @@ def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None
             page = feedback_pages(student, name) if feedback_pages else None
             if page is not None and Path(page).exists() and report_dir is not None:
                 data.feedback[(student, name)] = _feedback_link(report_dir, page)
-    data.skipped = {safe(k): safe(v) for k, v in (skipped or {}).items()}
     return data
 
 

@@ -72,8 +72,8 @@ def for_run(gen, gb, records, notebooks, skipped=None):
     def page(student, notebook):
         return Path(gen) / "feedback" / student / f"{notebook}.html"
 
-    data = class_data.read(gb, Path(gen) / "nbgrader", records, notebooks, report_dir=gen,
-                           feedback_pages=page, skipped=skipped)
+    data = class_data.read(gb, Path(gen) / "nbgrader", records, notebooks, report_dir=gen, feedback_pages=page)
+    data.skipped = {class_data.safe(k): class_data.safe(v) for k, v in (skipped or {}).items()}
     return write(gen, data)
 
 

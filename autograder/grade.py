@@ -17,13 +17,14 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
 from . import class_report, feedback_page, reports, timing
 from .course import ASSIGNMENT, available_notebooks
 from .errors import GradingError
-from .grading_worker import grade_student, share_gate
+from .grading_worker import Job, grade_student, share_gate
 from .intake import list_students, read_submission
 from .nbgrader_chain import api
 from .notes import Note, for_page, from_data, printable, quoted
@@ -41,6 +42,29 @@ CSV_HEADER = reports.CSV_HEADER
 WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "autograder.intake_chain",
                   "autograder.feedback_page", "autograder.checks", "nbgrader.apps", "nbgrader.converters",
                   "nbconvert.exporters.html", "w1d1_student.registry"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the instructor asked of a grading run: the command line's options."""
+    jobs: int = 1
+    sandbox: bool = True
+    seed: int | None = None  # None: a new one each run
+    timeout: int = 120  # seconds per cell
+    force: bool = False  # grade every student again
+    students: tuple = ()  # grade these again
+    log: object = print
+
+
+@dataclass
+class Run:
+    """One grading run: its settings, its nbgrader folder, the notebooks and every student's record."""
+    settings: Settings
+    work: Path
+    notebooks: list
+    records: dict
+    workers: object = None  # the pool's multiprocessing context
+    case_file: str = ""
 
 
 def _page_notes(rec, notebooks):
@@ -77,7 +101,7 @@ def _worker_context():
     return ctx
 
 
-def _run_pool(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log):
+def _run_pool(run, tasks):
     """tasks: {student: feedback_only}. An exception costs its own student only. A worker that dies breaks
     the pool: every student it left undone is graded again in a new pool, and, if that one breaks too,
     each of them alone, so only a student whose own grading kills its worker fails."""
@@ -85,25 +109,25 @@ def _run_pool(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, ti
     for n, attempt in enumerate(attempts):
         passes = [undone] if attempt == "together" else [{sid: only} for sid, only in undone.items()]
         for batch in passes:
-            results.update(_pool_pass(ctx, work, jobs, batch, records, notebooks, case_file, sandbox, timeout, log))
+            results.update(_pool_pass(run, batch))
         undone = {sid: tasks[sid] for sid in undone if results[sid].get("broken")}
         if not undone or n == len(attempts) - 1:
             break
-        log(f"  !!! 一个评分进程意外退出：{len(undone)} 名学生{'各自单独' if attempts[n + 1] == 'alone' else ''}重新评分")
+        run.settings.log(f"  !!! 一个评分进程意外退出：{len(undone)} 名学生{'各自单独' if attempts[n + 1] == 'alone' else ''}重新评分")
     for sid in undone:
         results[sid].pop("broken", None)
     return results
 
 
-def _pool_pass(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log):
-    results = {}
+def _pool_pass(run, tasks):
+    results, jobs, log = {}, run.settings.jobs, run.settings.log
     if not tasks:
         return results
+    job = Job(str(run.work), run.case_file, run.settings.sandbox, run.settings.timeout)
     # one worker more than --jobs: it starts, and writes pages, while the others hold the kernel places
-    with ProcessPoolExecutor(max_workers=max(1, jobs) + 1, mp_context=ctx, max_tasks_per_child=1,
-                             initializer=share_gate, initargs=(ctx.Semaphore(max(1, jobs)),)) as pool:
-        futures = {pool.submit(grade_student, str(work), sid, case_file, sandbox, timeout, only,
-                               _page_notes(records[sid], notebooks)): sid
+    with ProcessPoolExecutor(max_workers=max(1, jobs) + 1, mp_context=run.workers, max_tasks_per_child=1,
+                             initializer=share_gate, initargs=(run.workers.Semaphore(max(1, jobs)),)) as pool:
+        futures = {pool.submit(grade_student, job, sid, only, _page_notes(run.records[sid], run.notebooks)): sid
                    for sid, only in tasks.items()}
         for i, fut in enumerate(as_completed(futures), 1):
             sid = futures[fut]
@@ -121,7 +145,9 @@ def _pool_pass(ctx, work, jobs, tasks, records, notebooks, case_file, sandbox, t
 
 def _stop_helper_processes():
     """The run started multiprocessing's fork server and resource tracker: end them now, so the command
-    returns only when every process it started has ended (they would linger, then stay as zombies)."""
+    returns only when every process it started has ended (they would linger, then stay as zombies).
+    multiprocessing has no public way to stop either (Python 3.11): these private names are the only hook,
+    and tests/test_grading_leaves_no_process.py fails if they change."""
     from multiprocessing import forkserver, resource_tracker
 
     server = forkserver._forkserver
@@ -145,7 +171,10 @@ def _check_sandbox(sandbox, log):
         log("!!! 警告：--no-sandbox —— 学生代码以评分者的权限运行，没有任何隔离。")
 
 
-def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=print, force=False, students=None):
+def grade(submissions, out, **options):
+    """Grade the class in `submissions` (a folder per student) into `out`; options: the fields of Settings."""
+    settings = Settings(**{**options, "students": tuple(options.get("students") or ())})
+    log = settings.log
     submissions = Path(submissions)
     if not submissions.exists():
         raise GradingError(f"找不到提交文件夹：{submissions}")
@@ -157,27 +186,27 @@ def grade(submissions, out, jobs=1, sandbox=True, seed=None, timeout=120, log=pr
     folders, skipped = safe_folders(folders, log)
     if not folders:
         raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
-    _check_sandbox(sandbox, log)
-    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
-    notebooks = available_notebooks()
+    _check_sandbox(settings.sandbox, log)
     output = Output(out)
     try:
         output.lock()
     except OutputBusy as exc:
         raise GradingError(str(exc)) from exc
     try:
-        return _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students, skipped)
+        return _grade_into(output, folders, skipped, settings)
     finally:
         _stop_helper_processes()
         output.unlock()
 
 
-def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, force, students, skipped):
+def _grade_into(output, folders, skipped, settings):
+    log, notebooks = settings.log, available_notebooks()
+    seed = random.SystemRandom().randrange(2**31) if settings.seed is None else settings.seed
     prev = output.previous()
     previous_state = read_state(prev) if prev is not None and prev != output.out else {}
     version = grader_version()
-    students = {student_id(s) for s in students or ()}
-    regrade, prints = plan(folders, previous_state, students, force, version, log)
+    students = {student_id(s) for s in settings.students}
+    regrade, prints = plan(folders, previous_state, students, settings.force, version, log)
 
     gen = output.new_generation()
     work = gen / "nbgrader"
@@ -209,15 +238,16 @@ def _grade_into(output, folders, notebooks, jobs, sandbox, seed, timeout, log, f
     tasks = {sid: False for sid in regrade if records[sid]["notebooks"]}
     tasks.update({sid: True for sid in refresh})
     log(f"评分 {sum(not v for v in tasks.values())} 名学生，跳过 {len(folders) - len(regrade)} 名"
-        f"（{jobs} 个并行任务，沙箱{'开启' if sandbox else '关闭'}）…")
+        f"（{settings.jobs} 个并行任务，沙箱{'开启' if settings.sandbox else '关闭'}）…")
     t0 = time.monotonic()
+    run = Run(settings, work, notebooks, records, workers)
     with tempfile.TemporaryDirectory(prefix="w1d1cases-") as private:  # 0700, the grader's alone
         from .checks import write_case_file
 
         with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
-            case_file = write_case_file(seed, private)
+            run.case_file = write_case_file(seed, private)
         with timing.timed("run: students"):
-            results = _run_pool(workers, work, jobs, tasks, records, notebooks, case_file, sandbox, timeout, log)
+            results = _run_pool(run, tasks)
     for sid, res in results.items():
         if tasks[sid]:
             continue

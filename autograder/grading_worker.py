@@ -4,6 +4,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from . import timing, zygote
 from .course import ASSIGNMENT
@@ -46,9 +47,18 @@ def kernels_turn(wait):
             gate.release()
 
 
-def grade_student(work, student, case_file, sandbox, timeout, feedback_only=False, page_notes=None):
+class Job(NamedTuple):
+    """What every worker of a run is given: the run's nbgrader folder, its case file, and the settings."""
+    work: str
+    case_file: str
+    sandbox: bool
+    timeout: int
+
+
+def grade_student(job, student, feedback_only=False, page_notes=None):
     """Worker: autograde one student and make their feedback (runs in its own process). page_notes:
     {notebook: the command's own notes for its page}."""
+    work, case_file, sandbox, timeout = job
     started = time.monotonic()
     timing.WHO["student"] = student
     timing.record("worker start", timing.since_process_start() or 0.0)

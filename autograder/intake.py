@@ -136,7 +136,7 @@ def _read_into(sub, folder, known, dest):
                 sub.notes.append(Note(None, f"忽略了不是笔记本的文件 {quoted(e.rel)}（评分只看笔记本）。"))
             continue
         try:
-            _take_notebook(sub, e, name, taken, known, source_ids, dest)
+            _take_notebook(sub, e, name, taken, source_ids, dest)
         except Exception as exc:  # one notebook's surprise costs that notebook only
             target = name if name in known else None
             if target:
@@ -159,12 +159,13 @@ def graded_copies(entries, known):
     return chosen
 
 
-def _take_notebook(sub, e, name, taken, known, source_ids, dest):
+def _take_notebook(sub, e, name, taken, source_ids, dest):
     """Copy one notebook file, byte for byte, into `dest` under its notebook's name: nbgrader's chain
     reads and repairs it there (autograder/intake_chain.py; one over 20 MB without its outputs), as on every
     path. A file under another
     name is taken as a renamed notebook when its cells are one notebook's and no file carries that
-    notebook's name (`taken`)."""
+    notebook's name (`taken`). `source_ids`: {notebook: its grade_ids}, for every notebook of the course."""
+    known = list(source_ids)
     if name not in known:
         nb, _ = read_notebook(e.path)
         ids = set(_grade_ids(nb)) if nb is not None else set()

@@ -27,6 +27,7 @@ import tempfile
 import uuid
 import weakref
 from pathlib import Path
+from typing import NamedTuple
 
 import zmq
 from jupyter_client.manager import AsyncKernelManager
@@ -182,7 +183,7 @@ def own_uid_works():
     if not _run_as_root():
         return False
     try:
-        cmd = bwrap_command(["/usr/bin/true"], None, None, Limits(cpu_seconds=10), own_uid=True)
+        cmd = bwrap_command(["/usr/bin/true"], limits=Limits(cpu_seconds=10), uid=kernel_uid())
         return subprocess.run(cmd, capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired, SandboxUnavailable):
         return False
@@ -222,15 +223,26 @@ os.execvp(sys.argv[2], sys.argv[2:])
 """
 
 
-def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=None, filter_dir=None, zygote=False):
+class Folders(NamedTuple):
+    """The two host folders a sandbox mounts: the inbox (read-only: the files the kernel starts with) and
+    the kernel's runtime folder (its sockets); None: not mounted."""
+    inbox: Path | str | None = None
+    runtime: Path | str | None = None
+
+
+def bwrap_command(cmd, folders=None, limits=None, *, uid=None, filter_dir=None, zygote=False):
     """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
     the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
     this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
     Raises SandboxUnavailable where no filter is known for this machine.
+    uid: the host uid the command becomes under a privileged bwrap (as root); False: none, bwrap makes a user
+    namespace; None: a fresh kernel uid where privileged bwrap works (own_uid_works), else False.
     zygote: the sandbox of zygote.py's forking process instead (root inside, with the capabilities a child
     needs to become a kernel; no filter, no uid switch, no launcher: each child does its own)."""
-    limits = limits or Limits()
-    own_uid = own_uid_works() if own_uid is None else own_uid
+    limits, (inbox, runtime_dir) = limits or Limits(), folders or Folders()
+    if uid is None:
+        uid = kernel_uid() if own_uid_works() else False
+    own_uid = uid is not False
     try:
         program = no_processes.write_program(filter_dir or _filter_folder())
     except no_processes.UnsupportedArch as exc:
@@ -276,7 +288,6 @@ def bwrap_command(cmd, inbox, runtime_dir, limits=None, *, own_uid=None, uid=Non
     if zygote:
         return args + list(cmd)
     if own_uid:
-        uid = uid or kernel_uid()
         args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]
     if inbox is not None:  # fill the private working folder, then become the kernel
@@ -373,10 +384,10 @@ def _start_zygote(limits, imports, stderr=None):
     root, inbox, filters = (Path(tempfile.mkdtemp(prefix=p)) for p in ("w1d1r-", "w1d1in-", "w1d1s-"))
     root.chmod(0o711)  # each kernel's socket folder is its uid's alone
     fill_inbox(RELEASED_FILES, inbox)
-    cmd = bwrap_command([sys.executable, "-c", zygote.INSIDE_SOURCE, WORKDIR, INBOX], inbox, root, limits,
-                        own_uid=True, filter_dir=filters, zygote=True)
+    cmd = bwrap_command([sys.executable, "-c", zygote.INSIDE_SOURCE, WORKDIR, INBOX], Folders(inbox, root), limits,
+                        uid=kernel_uid(), filter_dir=filters, zygote=True)  # each child takes a uid of its own
     sizes = {WORKDIR: limits.work_mb * MB, "/tmp": limits.tmp_mb * MB, "/dev/shm": limits.shm_mb * MB}
-    return zygote.Zygote(cmd, inbox, [root, inbox, filters], sizes, imports, _kept_in_fresh_folders(sizes), stderr)
+    return zygote.Zygote(cmd, [root, inbox, filters], sizes, imports, _kept_in_fresh_folders(sizes), stderr)
 
 
 def _remove_all(leftovers):
@@ -477,8 +488,8 @@ class SandboxKernelManager(AsyncKernelManager):
                     os.chown(p, uid, uid)
             if self._zygote is not None and uid is not None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
                 self._fork_request = (list(cmd), uid, {**kernel_env(self._socket_dir), "PWD": WORKDIR})  # sh sets PWD
-            cmd = bwrap_command(cmd, self._inbox, self._socket_dir, self._limits(),
-                                own_uid=uid is not None, uid=uid, filter_dir=self._case_dir)
+            cmd = bwrap_command(cmd, Folders(self._inbox, self._socket_dir), self._limits(),
+                                uid=False if uid is None else uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
             if self._cgroup is not None:  # RAM, tmpfs and shared memory counted together
                 self._leftovers.append(self._cgroup)

@@ -115,7 +115,7 @@ def _fresh(needed, limits):
     inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
     try:
         sandbox.fill_inbox(None, inbox)
-        cmd = sandbox.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], inbox, None, limits)
+        cmd = sandbox.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], sandbox.Folders(inbox), limits)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=inbox)
     finally:
         shutil.rmtree(inbox, ignore_errors=True)

@@ -541,11 +541,11 @@ EMPTY = "空的"
 NOTHING_LEFT = "去掉导入语句和发布版的代码后没有可比较的代码"
 
 
-def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens, k, win_size):
+def _compare_exercise(grade_id, answers, stub, references):
     """(pairs, number compared or None, {student: why their answer was not compared}, None or why the exercise was
     not compared) for one exercise. An exercise not compared lists only its answers too long to compare (the
     exercise's reason covers the rest)."""
-    release = _release(stub, k)
+    release = _release(stub, K)
     stub_hashes = release[0]
     answered, seen, left_out = {}, {}, {}
     for student, source in answers.items():
@@ -554,7 +554,7 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
             continue
         key = source if isinstance(source, str) else None
         if key not in seen:                 # identical answers (copies, untouched stubs) are fingerprinted once
-            seen[key] = _answer_fingerprint(source, release, k, win_size)
+            seen[key] = _answer_fingerprint(source, release, K, WIN_SIZE)
         fp = seen[key]
         if fp is not None and fp.token_coverage > 0:
             answered[student] = fp
@@ -566,22 +566,22 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
     common = _common_hashes(list(answered.values()))
     if common:
         answered = {s: _without(fp, common) for s, fp in answered.items()}
-    long = sorted(s for s, fp in answered.items() if fp.token_coverage >= min_tokens)
+    long = sorted(s for s, fp in answered.items() if fp.token_coverage >= MIN_TOKENS)
     if not long or len(long) < SHORT_SHARE * len(answered):
         return [], None, too_long, (f"答案几乎都太短：去掉发布版的代码和全班共有的写法后，{len(answered)} 份答案中只有 {len(long)} 份"
-                          f"有至少 {min_tokens} 个可比较的记号；短答案彼此必然相似，不作比较")
+                          f"有至少 {MIN_TOKENS} 个可比较的记号；短答案彼此必然相似，不作比较")
     left_out |= {s: f"太短：去掉导入、发布版的代码和全班共有的写法后只有 {int(fp.token_coverage)} 个可比较的记号"
-                    f"（至少要 {min_tokens} 个）" for s, fp in answered.items() if fp.token_coverage < min_tokens}
+                    f"（至少要 {MIN_TOKENS} 个）" for s, fp in answered.items() if fp.token_coverage < MIN_TOKENS}
     fps = [answered[s] for s in long]
     pairs = []
     occ = _shared_occurrences(fps)
     coverage = np.array([fp.token_coverage for fp in fps])
-    bound = np.minimum(1.0, occ * k / coverage[:, None])          # bound[a, b] >= share of a found in b
-    candidates = np.argwhere(np.triu((np.minimum(bound, bound.T) >= threshold) | (np.maximum(bound, bound.T) >= CONTAINED), 1))
+    bound = np.minimum(1.0, occ * K / coverage[:, None])          # bound[a, b] >= share of a found in b
+    candidates = np.argwhere(np.triu((np.minimum(bound, bound.T) >= THRESHOLD) | (np.maximum(bound, bound.T) >= CONTAINED), 1))
     for i, j in candidates:
         sa, sb, _ = _similarities(fps[i], fps[j])
         a, b = long[i], long[j]
-        if min(sa, sb) >= threshold:
+        if min(sa, sb) >= THRESHOLD:
             pairs.append(Pair(grade_id, a, b, min(sa, sb), answers[a], answers[b], "students"))
         elif max(sa, sb) >= CONTAINED:
             pairs.append(Pair(grade_id, a, b, max(sa, sb), answers[a], answers[b], "contained"))
@@ -592,17 +592,17 @@ def _compare_exercise(grade_id, answers, stub, references, threshold, min_tokens
             if not fp.hashes & ref.hashes:
                 continue
             sa, _, slices = _similarities(fp, ref)
-            if sa < threshold and sa * fp.token_coverage >= threshold * min_tokens:
+            if sa < THRESHOLD and sa * fp.token_coverage >= THRESHOLD * MIN_TOKENS:
                 # a function or class of the answer, long enough on its own, may be found where the whole is not
                 if s not in units:
-                    units[s] = [u for u in (_answer_fingerprint(src, release, k, win_size) for src in _units(answers[s]))
-                                if u is not None and _without(u, common).token_coverage >= min_tokens]
+                    units[s] = [u for u in (_answer_fingerprint(src, release, K, WIN_SIZE) for src in _units(answers[s]))
+                                if u is not None and _without(u, common).token_coverage >= MIN_TOKENS]
                 for u in units[s]:
                     if u.hashes & ref.hashes:
                         su, _, slices_u = _similarities(_without(u, common), ref)
                         if su > sa:
                             sa, slices = su, slices_u
-            if sa >= threshold:
+            if sa >= THRESHOLD:
                 pairs.append(Pair(grade_id, s, label, sa, answers[s], _excerpt(ref_source[:MAX_REFERENCE_CHARS], slices),
                                   "reference"))
     return pairs, len(long), left_out, None
@@ -614,7 +614,7 @@ def reference(source, k=K, win_size=WIN_SIZE):
     return code, _fingerprint(code, k, win_size, MAX_REFERENCE_CHARS)
 
 
-def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens=MIN_TOKENS, k=K, win_size=WIN_SIZE):
+def compare(answers, boilerplate, references):
     """Answers that look copied, per exercise.
 
     answers:     {grade_id: {student_id: source of the student's answer cell(s)}}; untrusted text, only tokenised
@@ -624,11 +624,10 @@ def compare(answers, boilerplate, references, *, threshold=THRESHOLD, min_tokens
     each exercise, and each answer of an exercise compared (and any answer too long to compare).
     """
     refs = {str(label): ref for label, source in (references or {}).items()
-            if (ref := reference(source, k, win_size))[1] is not None}
-    result = Comparison(threshold=threshold, k=k, win_size=win_size)
+            if (ref := reference(source))[1] is not None}
+    result = Comparison(threshold=THRESHOLD, k=K, win_size=WIN_SIZE)
     for grade_id, by_student in answers.items():
-        pairs, n, left_out, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id),
-                                                    refs, threshold, min_tokens, k, win_size)
+        pairs, n, left_out, why = _compare_exercise(grade_id, by_student or {}, (boilerplate or {}).get(grade_id), refs)
         result.pairs += pairs
         if left_out:
             result.left_out[grade_id] = left_out

@@ -91,9 +91,10 @@ def _host_pid(ns_pid, pid_ns):
 
 class Zygote:
     """One zygote: its sandbox (`cmd`, bwrap as sandbox.bwrap_command(zygote=True) makes it), its pipes, and the
-    folders it owns (`runtime_root`, where its kernels' socket folders go, first), removed when it stops."""
+    folders it owns, removed when it stops: `runtime_root` (where its kernels' socket folders go) first, then
+    the inbox it starts in, then any others."""
 
-    def __init__(self, cmd, cwd, folders, sizes, imports, keep=(), stderr=None):
+    def __init__(self, cmd, folders, sizes, imports, keep=(), stderr=None):
         """cmd: the zygote's command line, less its last argument (the fd it replies on); sizes: {fresh folder of a
         kernel's: its size}; keep: what a kernel puts back in them (sandbox._kept_in_fresh_folders); stderr: where
         the zygote's own errors go (default: the grader's)."""
@@ -101,7 +102,7 @@ class Zygote:
         self._keep = list(keep)
         self._replies, write_end = os.pipe()
         try:  # the zygote's own errors reach the grader's stderr; its kernels write fds 1 and 2 to /dev/null
-            self._proc = subprocess.Popen([*cmd, str(write_end)], stdin=subprocess.PIPE, cwd=str(cwd), stderr=stderr,
+            self._proc = subprocess.Popen([*cmd, str(write_end)], stdin=subprocess.PIPE, cwd=str(self._folders[1]), stderr=stderr,
                                           pass_fds=(write_end,), start_new_session=True)
         finally:
             os.close(write_end)

@@ -290,7 +290,7 @@ def test_hidden_modules_in_site_packages_show_a_stub(tmp_path, monkeypatch):
     sandbox.fill_inbox(None, inbox)
     probe = (f"import sys; sys.path.insert(0, {str(site)!r}); import w1day1_checks as w; "
              f"print(open(w.__file__).read()); print(open({str(site / '__pycache__' / 'w1day1_checks.cpython-311.pyc')!r}).read())")
-    cmd = sandbox.bwrap_command([sys.executable, "-c", probe], inbox, None)
+    cmd = sandbox.bwrap_command([sys.executable, "-c", probe], sandbox.Folders(inbox))
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-800:]
     assert "SECRET" not in run.stdout and "评分时" in run.stdout
@@ -338,12 +338,12 @@ def test_memory_cap_counts_tmpfs_where_the_machine_allows(tmp_path):
     hog = ("open('/tmp/fill', 'wb').write(b'x' * (150 << 20)); b = bytearray(100 << 20); "
            "b[::4096] = b'y' * len(b[::4096]); print('SURVIVED')")
     try:
-        cmd = group.wrap(sandbox.bwrap_command([sys.executable, "-c", hog], None, None))
+        cmd = group.wrap(sandbox.bwrap_command([sys.executable, "-c", hog]))
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     finally:
         group.remove()
     assert "SURVIVED" not in run.stdout and run.returncode != 0
-    free = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", hog], None, None),
+    free = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", hog]),
                           capture_output=True, text=True, timeout=120)
     assert "SURVIVED" in free.stdout  # the same program fits the other limits: the cgroup made the difference
 

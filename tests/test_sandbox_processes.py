@@ -238,7 +238,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     sandbox.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
-    run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], inbox, None),
+    run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], sandbox.Folders(inbox)),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     found = eval(run.stdout.strip().splitlines()[-1])
@@ -261,7 +261,7 @@ def test_program_is_built_for_known_machines_only(monkeypatch):
     with pytest.raises(no_processes.UnsupportedArch, match="riscv64"):
         no_processes.program()
     with pytest.raises(sandbox.SandboxUnavailable, match="seccomp"):
-        sandbox.bwrap_command(["/usr/bin/true"], None, None, own_uid=False)
+        sandbox.bwrap_command(["/usr/bin/true"], uid=False)
 
 
 def test_kernel_folder_is_filled_from_the_release(tmp_path):

@@ -29,22 +29,22 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.command == "grade":
-        from .grade import main as grade_main
+        from autograder.command.grade import main as grade_main
 
         return grade_main(args)
     if args.command == "report":
-        from .class_report import main as report_main
+        from autograder.report.class_report import main as report_main
 
         if not args.run and not args.course:
             print("错误：给出评分输出文件夹，或者 --course DIR --out DIR", file=sys.stderr)
             return 2
         return report_main(args)
     if args.command == "release":
-        from .release import release
+        from autograder.release import release
 
         return release(args.to)
     if args.command == "student-package":
-        from .student_package import main as package_main
+        from autograder.student_package import main as package_main
 
         return package_main(args.out)
     return 2

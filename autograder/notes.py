@@ -75,7 +75,7 @@ def quoted(text, limit=80):
 
 
 def stored_in(nb):
-    """The notes nbgrader's chain stored in a graded notebook's metadata (autograder/intake_chain.py)."""
+    """The notes nbgrader's chain stored in a graded notebook's metadata (autograder/chain/intake_chain.py)."""
     own = nb.get("metadata", {}).get(OWN_KEY)
     notes = own.get("notes") if isinstance(own, dict) else None
     if not isinstance(notes, list):

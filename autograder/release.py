@@ -4,8 +4,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .course import ASSIGNMENT, RELEASE_DIR
-from .nbgrader_chain import api
+from autograder.chain.nbgrader_chain import api
+from autograder.course import ASSIGNMENT, RELEASE_DIR
 
 
 def generate(dest_root):

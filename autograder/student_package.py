@@ -18,9 +18,9 @@ from pathlib import Path
 from w1d1_student import registry
 from w1d1_student.runner import PUBLIC_DATA
 
-from .checks import answered, as_data, make_cases
-from .course import REPO
-from .exercises.private import for_kernel
+from autograder.course import REPO
+from autograder.exercises.checks import answered, as_data, make_cases
+from autograder.exercises.private import for_kernel
 
 STUDENT_SRC = REPO / "student"
 # top-level modules beside the package: the notebooks' two helpers, and the formats the grader reads too

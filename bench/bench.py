@@ -18,8 +18,8 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from autograder.command.grade import grade  # noqa: E402
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks  # noqa: E402
-from autograder.grade import grade  # noqa: E402
 
 
 def run_notebook(path):

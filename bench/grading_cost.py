@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from autograder import timing  # noqa: E402
-from autograder.grade import grade  # noqa: E402
-from autograder.sandbox import bwrap_command  # noqa: E402
+from autograder.command.grade import grade  # noqa: E402
+from autograder.kernels.sandbox import bwrap_command  # noqa: E402
 from bench import make_class  # noqa: E402  (bench/bench.py)
 from tests.entry_points import by_nbgrader  # noqa: E402
 
@@ -119,7 +119,7 @@ def main():
     whole = total["student"] + total["worker start"]  # the worker's clock starts after its process did
     print(f"2. 评分命令里一名学生（{first}）的用时 {whole:.1f} s：")
     print_parts(total, count, whole)
-    print(f"   其中 {count['kernel forked']} 个内核 fork 自这名学生的孵化进程（autograder/zygote.py），"
+    print(f"   其中 {count['kernel forked']} 个内核 fork 自这名学生的孵化进程（autograder/kernels/zygote.py），"
           f"{count['kernel start'] - count['kernel forked']} 个从头启动")
     once = {e["what"]: e["s"] for e in mine if e["student"] is None}
     names = {"cases": "生成用例文件", "run: generate_assignment": "generate_assignment",

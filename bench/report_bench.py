@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import class_data, class_report, similarity  # noqa: E402
 from autograder.course import available_notebooks  # noqa: E402
+from autograder.report import class_data, class_report, similarity  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from similarity_bench import synthetic_class as synthetic_answers  # noqa: E402

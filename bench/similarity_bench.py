@@ -1,4 +1,4 @@
-"""Time autograder.similarity.compare on a synthetic class: 300 students × 3 exercises (printed, never asserted).
+"""Time autograder.report.similarity.compare on a synthetic class: 300 students × 3 exercises (printed, never asserted).
 
 Each student's answer is one of the mutation tables' correct styles with about half of its lines rewritten at
 random (other names, other numbers, other operators), so most pairs share some code and a few share much; three
@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from similarity_settings import COMPANION, HONEST_BACKWARD, HONEST_MHA, release_code, stubs  # noqa: E402
 
-from autograder import similarity  # noqa: E402
+from autograder.report import similarity  # noqa: E402
 from tests.variants import nb02_scaled_dot_product as v02  # noqa: E402
 
 STYLES = {"mha": list(HONEST_MHA.values()), "attention_backward": list(HONEST_BACKWARD.values()),

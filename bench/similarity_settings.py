@@ -1,4 +1,4 @@
-"""The measurements behind autograder/similarity.py's K, WIN_SIZE, THRESHOLD and MIN_TOKENS (printed, never asserted).
+"""The measurements behind autograder/report/similarity.py's K, WIN_SIZE, THRESHOLD and MIN_TOKENS (printed, never asserted).
 
 Answers are the mutation tables' correct styles (tests/variants), cut to what a student's answer cell holds;
 the release stub of the exercise is removed as in compare(). For each (k, window):
@@ -22,7 +22,7 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import similarity as sim  # noqa: E402
+from autograder.report import similarity as sim  # noqa: E402
 from tests import cosmetic  # noqa: E402
 from tests.variants import nb02_scaled_dot_product as v02  # noqa: E402
 from tests.variants import nb04_multihead as v04  # noqa: E402
@@ -31,7 +31,7 @@ COMPANION = (ROOT / "notebooks" / "w1d1" / "w1day1_checks.py").read_text(encodin
 
 
 def stubs():
-    from autograder.class_data import release_cells
+    from autograder.report.class_data import release_cells
 
     return {gid: src for name in ("02_scaled_dot_product", "04_multihead") for gid, src in release_cells(name)[0].items()}
 

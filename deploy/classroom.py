@@ -35,7 +35,7 @@ GRADER_PARTS = ("nbgrader_config.py", "autograder", "solutions", "notebooks", "s
 
 # nbgrader leaves a file over this size (kB) out of a submission (its default is 100 MB): one student's
 # big file does not fill the shared exchange; a notebook over it goes in without its outputs (w1d1_student.exchange).
-# 20 MiB, under the grader's bound of a notebook read as it is (autograder.intake_chain.MAX_FILE_BYTES)
+# 20 MiB, under the grader's bound of a notebook read as it is (autograder.chain.intake_chain.MAX_FILE_BYTES)
 MAX_FILE_KB = 20971
 
 # JupyterLab defaults for the class: no news prompt over the notebook; every cell kept in the page

@@ -77,7 +77,7 @@ def gradebook_scores(db):
 
 
 def by_command(submissions, out, jobs=1, seed=None, **kw):
-    from autograder.grade import grade
+    from autograder.command.grade import grade
 
     lines = []
     code = 0
@@ -145,7 +145,7 @@ def through_chain(path, name=None):
     without a kernel: what the rest of nbgrader's steps then work on."""
     import nbformat
 
-    from autograder.intake_chain import RepairSubmission, SubmissionReader
+    from autograder.chain.intake_chain import RepairSubmission, SubmissionReader
 
     reader = SubmissionReader()
     reader.register_preprocessor(RepairSubmission(), enabled=True)

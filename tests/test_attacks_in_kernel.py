@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests.entry_points import ENTRY_POINTS
 from tests.red_team_submissions import SOFTMAX_BWD_FUNCTION
 from tests.shared_class import attack_class
@@ -797,7 +797,7 @@ RUN_IN_CAP = """
 import resource, sys
 from w1d1_student import wire
 from w1d1_student.runner import run_cases
-from autograder.checks import make_cases
+from autograder.exercises.checks import make_cases
 cap = int(sys.argv[3]) * 2**20
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 ns = {"__name__": "__main__"}
@@ -813,8 +813,8 @@ def _verdicts(src, grade_id):
 
     from w1d1_student import wire
 
-    from autograder.checks import judge_payload
-    from autograder.sandbox import Limits
+    from autograder.exercises.checks import judge_payload
+    from autograder.kernels.sandbox import Limits
 
     run = subprocess.run([sys.executable, "-c", RUN_IN_CAP, grade_id, src, str(Limits().memory_mb)],
                          capture_output=True, text=True, timeout=1200, cwd=REPO)
@@ -866,7 +866,7 @@ def _result_display(src, hidden=False):
     from w1d1_student import wire
     from w1d1_student.runner import run_cases
 
-    from autograder.checks import make_cases
+    from autograder.exercises.checks import make_cases
 
     ns = {"__name__": "__main__"}
     exec(src, ns)
@@ -883,7 +883,7 @@ WRONG = "import numpy as np\ndef softmax(x, axis=-1):\n    return np.exp(x) / np
 def test_the_verdict_reads_the_results_as_they_arrived_not_what_the_cell_shows_at_the_end():
     """A thread of the student's can clear a test cell's outputs (clear_output) after the check sent its result and
     display a result of its own making: the grader keeps every result as it arrives and judges those."""
-    from autograder.nbgrader_plugins import SandboxedExecute, judge_cell
+    from autograder.chain.nbgrader_plugins import SandboxedExecute, judge_cell
 
     nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{NB1}.ipynb", as_version=4)
     index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax")

@@ -10,7 +10,7 @@ every point; a probe or kernel message nobody can
 read costs its own cell, never the student's other notebooks, and nbgrader still finishes the run."""
 import pytest
 
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import red_team_submissions as rt
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -168,7 +168,7 @@ def test_an_unreadable_message_costs_only_its_cell(run, student):
 def test_a_message_too_large_to_decode_is_dropped_unread(run):
     """f12 sends one 12 MB output whose JSON is a list of empty lists: the grader never decodes it (a note
     stands in for it). It sends through `get_ipython().kernel`: the static check costs the notebook (round 6)."""
-    from autograder.kernel_messages import DROPPED
+    from autograder.kernels.kernel_messages import DROPPED
 
     assert run.points("f12_huge_msg", rt.NB01) == 0
     assert DROPPED.strip() in run.graded_text("f12_huge_msg", rt.NB01)

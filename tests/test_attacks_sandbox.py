@@ -15,9 +15,10 @@ import nbformat
 import pytest
 from w1d1_student.wire import MIME
 
-from autograder import forbidden_calls, sandbox
+from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, REPO
-from autograder.grade import grade
+from autograder.kernels import sandbox
+from autograder.static import forbidden_calls
 from tests import grading_class as gc
 
 NB = gc.NB
@@ -329,7 +330,7 @@ def test_limits_are_stated_at_start():
 def test_memory_cap_counts_tmpfs_where_the_machine_allows(tmp_path):
     """150 MB in /tmp plus 100 MB of Python objects pass the address-space limit; a cgroup of 200 MB
     counts both and stops the kernel. Where no cgroup can be made, the start-up line says so."""
-    from autograder import cgroup_limits
+    from autograder.kernels import cgroup_limits
 
     if not cgroup_limits.available():
         assert "不生效" in sandbox.describe_limits()

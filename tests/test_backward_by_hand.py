@@ -15,8 +15,8 @@ from w1d1_student import wire
 from w1d1_student.runner import run_cases
 from w1d1_student.torch_calls import AutogradUse, host_threads
 
-from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.exercises.checks import judge_payload, make_cases
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
 from tests.variants import nb02_scaled_dot_product as v02

@@ -18,9 +18,9 @@ from w1d1_student import lean_notebook
 from w1d1_student.exchange import lean_notebooks
 from w1d1_student.lean_notebook import TooBig, without_outputs
 
+from autograder.chain.intake_chain import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, notebook_bytes
 from autograder.course import REPO
-from autograder.intake_chain import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, notebook_bytes
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, grade_both
 
@@ -97,7 +97,7 @@ def test_a_notebook_over_20_mb_is_read_in_bounded_memory(tmp_path):
     path, lean = tmp_path / "n.ipynb", tmp_path / "lean.json"
     nb = gc.solved()
     path.write_text(json.dumps(with_outputs(nb, 60)))
-    measure = ("import resource, sys; from autograder.intake_chain import notebook_bytes; "
+    measure = ("import resource, sys; from autograder.chain.intake_chain import notebook_bytes; "
                "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; data, note = notebook_bytes(sys.argv[1]); "
                "grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before; "
                "open(sys.argv[2], 'wb').write(data); print(grown); print(note)")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT
-from autograder.grade import grade
 from autograder.page_policy import CSP_META
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tools import report_demo_class as demo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,7 +192,7 @@ def test_a_report_that_fails_costs_only_itself(tmp_path, monkeypatch):
     """Grades are published without the report, and the log says how to make it again."""
     import shutil
 
-    from autograder import class_report
+    from autograder.report import class_report
 
     shutil.copytree(ROOT / "data" / "demo_class" / "alice", tmp_path / "class" / "alice")
 

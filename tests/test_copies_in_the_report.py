@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import cosmetic
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -50,7 +50,7 @@ def classes(tmp_path_factory):
 @pytest.fixture(scope="module", params=ENTRY_POINTS)
 def report(classes, request, tmp_path_factory):
     """(the run, its report folder): the grading command's own, or `report --course` over nbgrader's course."""
-    from autograder import class_report
+    from autograder.report import class_report
 
     run = classes[request.param]
     if request.param == "command":

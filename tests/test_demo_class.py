@@ -3,8 +3,8 @@ reading it for grading reports no tampering (what `make grade` prints)."""
 import tempfile
 from pathlib import Path
 
+from autograder.command.intake import read_submission
 from autograder.course import ASSIGNMENT, available_notebooks
-from autograder.intake import read_submission
 from autograder.notes import stored_in
 from tests.entry_points import through_chain
 from tools import demo_class

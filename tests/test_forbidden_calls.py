@@ -1,4 +1,4 @@
-"""The grader's static check of answer cells (autograder/forbidden_calls.py): direct uses of forbidden
+"""The grader's static check of answer cells (autograder/static/forbidden_calls.py): direct uses of forbidden
 APIs and references to the checking machinery cost the exercise; no correct variant is touched."""
 import ast
 
@@ -7,8 +7,8 @@ import pytest
 from w1d1_student import registry
 from w1d1_student.cell_source import tree
 
-from autograder import forbidden_calls, provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.static import forbidden_calls, provenance
 from tests.test_mutations import VARIANTS
 from tests.variants.nb01_self_attention import SOFTMAX_BOUND_BY_ASSIGNMENT
 from tests.variants.nb04_multihead import MHA_BOUND_BY_ASSIGNMENT
@@ -867,7 +867,7 @@ def test_a_verdict_quotes_no_prose_of_the_students(src):
 def test_code_nested_past_the_checks_readers_costs_the_exercise_not_the_grading():
     """Red team round 12 (C2): a sum of 500 terms ran in Python but made the checks' recursive readers raise
     RecursionError, which stopped the notebook's grading; it is now a verdict on that exercise."""
-    from autograder import nbgrader_plugins
+    from autograder.chain import nbgrader_plugins
 
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": "_c = 1\nx = " + " + ".join(["_c"] * 500)})
     problems = nbgrader_plugins.answer_problems(nb, "self_attention", {"x"})

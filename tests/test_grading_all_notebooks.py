@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from w1d1_student import registry
 
+from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR, available_notebooks
-from autograder.grade import grade
 
 
 def importing_answers(name):

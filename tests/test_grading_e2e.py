@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grade import CSV_HEADER, GradingError, grade
-from autograder.reports import graded_cells
+from autograder.command.grade import CSV_HEADER, GradingError, grade
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 from tests.proc_table import processes
 

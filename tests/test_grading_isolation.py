@@ -10,14 +10,15 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import forbidden_calls, nbgrader_plugins
+from autograder.chain import nbgrader_plugins
+from autograder.chain.nbgrader_chain import api
+from autograder.command.grade import grade
+from autograder.command.grading_worker import _autograde
+from autograder.command.intake import read_submission
+from autograder.command.student_ids import unsafe_id_reason
 from autograder.course import ASSIGNMENT
-from autograder.grade import grade
-from autograder.grading_worker import _autograde
-from autograder.intake import read_submission
-from autograder.nbgrader_chain import api
-from autograder.reports import graded_cells
-from autograder.student_ids import unsafe_id_reason
+from autograder.report.reports import graded_cells
+from autograder.static import forbidden_calls
 from tests import grading_class as gc
 
 pytestmark = pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")
@@ -107,7 +108,7 @@ def test_student_ids_with_combining_marks_are_their_nfc_form(tmp_path):
     `.`/`-` are refused whichever way the name is spelled."""
     import unicodedata
 
-    from autograder.student_ids import safe_folders, student_id
+    from autograder.command.student_ids import safe_folders, student_id
 
     nfd = "Jose\u0301"
     for name in (nfd, "José", "अनिल", "क्षत्रिय", "Nguyễn", unicodedata.normalize("NFD", "Nguyễn_01")):

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, REPO
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, gradebook_scores
 

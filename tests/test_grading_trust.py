@@ -11,10 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.chain.feedback_page import MAX_PAGE_BYTES, SafeOutputs, clean_html, finish_page
+from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.feedback_page import MAX_PAGE_BYTES, SafeOutputs, clean_html, finish_page
-from autograder.grade import grade
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
 

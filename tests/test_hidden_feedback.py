@@ -15,7 +15,7 @@ from w1d1_student import wire
 from w1d1_student.engine import fmt
 from w1d1_student.runner import judge, run_cases
 
-from autograder.checks import make_cases, with_answers
+from autograder.exercises.checks import make_cases, with_answers
 from tests.test_mutations import VARIANTS
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")

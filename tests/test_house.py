@@ -9,8 +9,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "autograder"
 MAX_PARAMETERS = 6
 # what runs or judges a notebook: the report (`make report`) loads none of it
-EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.sandbox",
-             "autograder.nbgrader_plugins", "autograder.exercises", "autograder.checks")
+EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.kernels.sandbox",
+             "autograder.chain.nbgrader_plugins", "autograder.exercises", "autograder.exercises.checks")
 
 
 def _modules(root=PACKAGE):
@@ -69,22 +69,22 @@ def test_the_graders_imports_point_one_way():
 
 
 def test_nbgrader_config_is_an_import_of_the_chain_not_a_file_the_chain_reads():
-    """nbgrader_config.py applies autograder/nbgrader_chain.py; nothing of autograder reads the file back."""
-    assert "from autograder.nbgrader_chain import configure" in (ROOT / "nbgrader_config.py").read_text()
+    """nbgrader_config.py applies autograder/chain/nbgrader_chain.py; nothing of autograder reads the file back."""
+    assert "from autograder.chain.nbgrader_chain import configure" in (ROOT / "nbgrader_config.py").read_text()
     readers = [p.name for p in PACKAGE.rglob("*.py") if "PyFileConfigLoader" in p.read_text(encoding="utf-8")]
     assert readers == []
 
 
 def test_the_report_loads_no_code_that_runs_a_notebook():
-    code = ("import sys, autograder.class_report, autograder.cli\n"
+    code = ("import sys, autograder.report.class_report, autograder.cli\n"
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {EXECUTION!r} or m in {EXECUTION!r}"
             " or m.startswith(tuple(e + '.' for e in " + repr(EXECUTION) + "))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout[:2000]
     # the probe sees what it looks for: the grading chain loads all of it
-    chain = code.replace("autograder.class_report", "autograder.nbgrader_chain")
+    chain = code.replace("autograder.report.class_report", "autograder.chain.nbgrader_chain")
     loaded = subprocess.run([sys.executable, "-c", chain], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert {"torch", "zmq", "autograder.sandbox", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
+    assert {"torch", "zmq", "autograder.kernels.sandbox", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
 
 
 def _parameters(fn):

@@ -4,7 +4,7 @@ import csv
 import subprocess
 from pathlib import Path
 
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nbgrader.nbgraderformat import MetadataValidator
 
-from autograder import repair
+from autograder.chain import repair
+from autograder.chain.intake_chain import MAX_NOTEBOOK_BYTES
+from autograder.chain.repair import META_TYPES
+from autograder.command.intake import list_students, read_submission
 from autograder.course import ASSIGNMENT, RELEASE_DIR
-from autograder.intake import list_students, read_submission
-from autograder.intake_chain import MAX_NOTEBOOK_BYTES
 from autograder.notes import for_page, stored_in, texts
-from autograder.repair import META_TYPES
-from autograder.reports import csv_safe
+from autograder.report.reports import csv_safe
 from tests import grading_class as gc
 from tests.entry_points import through_chain
 

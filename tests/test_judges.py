@@ -4,8 +4,8 @@ from w1d1_student.engine import Exercise, Number, Output, compare, known
 from w1d1_student.exercises.nb02_scaled_dot_product import independent_checks
 from w1d1_student.runner import judge
 
-from autograder.checks import make_cases, with_answers
 from autograder.exercises import nb02_scaled_dot_product as ex02
+from autograder.exercises.checks import make_cases, with_answers
 
 
 def test_backward_references_agree():

@@ -1,10 +1,10 @@
-"""The grader's kernel sessions (autograder/kernel_messages.py, both paths): a message part too large to
+"""The grader's kernel sessions (autograder/kernels/kernel_messages.py, both paths): a message part too large to
 decode is never decoded; a real message reads as it always did; the signature is still checked."""
 import pytest
 import zmq
 from jupyter_client.session import Session
 
-from autograder.kernel_messages import DROPPED, MAX_DECODED_BYTES, MAX_HEADER_BYTES, BoundedSession, MessageTooLarge
+from autograder.kernels.kernel_messages import DROPPED, MAX_DECODED_BYTES, MAX_HEADER_BYTES, BoundedSession, MessageTooLarge
 
 KEY = b"w1d1-test-key"
 

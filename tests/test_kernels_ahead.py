@@ -6,9 +6,11 @@ import json
 import shutil
 import threading
 
-from autograder import grading_worker, sandbox, timing
+from autograder import timing
+from autograder.command import grading_worker
+from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
-from autograder.grade import grade
+from autograder.kernels import sandbox
 
 NOTEBOOKS = 3
 

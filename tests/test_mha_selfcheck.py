@@ -18,11 +18,11 @@ import pytest
 import torch
 from w1d1_student.exercises.nb04_multihead import CLEAR, PROPERTIES, ZERO, _class_under_test
 
+from autograder.chain.nbgrader_plugins import judge_cell, withheld
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.exercises import nb04_multihead as grader
 from autograder.exercises.private import PRIVATE
-from autograder.nbgrader_plugins import judge_cell, withheld
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests.entry_points import grade_both
 from tests.test_mutations import verdicts
 from tests.variants import notebook_solution
@@ -182,8 +182,8 @@ def test_which_bug_a_class_has_never_reaches_a_kernel(tmp_path):
     (nbgrader_plugins) sends the classes without it."""
     from types import SimpleNamespace
 
-    from autograder.checks import write_case_file
-    from autograder.nbgrader_plugins import SandboxedExecute
+    from autograder.chain.nbgrader_plugins import SandboxedExecute
+    from autograder.exercises.checks import write_case_file
 
     path = write_case_file(3, tmp_path)
     assert f'"{PRIVATE}":{{"style"' in open(path, encoding="utf-8").read()

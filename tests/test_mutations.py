@@ -15,8 +15,8 @@ from w1d1_student import registry, wire
 from w1d1_student.runner import run_cases
 
 import tests.variants as variants_pkg
-from autograder.checks import judge_payload, make_cases
 from autograder.exercises import ANSWERS
+from autograder.exercises.checks import judge_payload, make_cases
 from autograder.exercises.private import for_kernel
 
 STUB = "# 你的代码\nraise NotImplementedError()"
@@ -181,7 +181,7 @@ def test_the_self_attention_check_leaves_the_students_softmax_as_it_was():
 def every_name_asked_for_has_an_answer():
     """Across the whole mutation suite, a verdict table asks the answer key only for names it holds (the
     key treats an unknown name as a bug that does not apply: a misspelt name would silently name nothing)."""
-    from autograder import checks
+    from autograder.exercises import checks
 
     checks.UNKNOWN_NAMES.clear()
     yield

@@ -13,11 +13,11 @@ from urllib.parse import unquote
 import nbformat
 import pytest
 
+from autograder.chain.nbgrader_chain import nbgrader_config
 from autograder.course import ASSIGNMENT
-from autograder.nbgrader_chain import nbgrader_config
 from autograder.notes import stored_in
 from autograder.page_policy import CSP_META
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, course_config, grade_both
 
@@ -164,7 +164,7 @@ def test_both_paths_store_the_same_verdicts_as_data(graded):
 
 def test_both_paths_give_the_same_class_report(graded, tmp_path):
     """`report --course` over the hub's course folder counts what the grading command's report counts."""
-    from autograder import class_report
+    from autograder.report import class_report
 
     _, runs = graded
     class_report.for_course(runs["nbgrader"].root, tmp_path)
@@ -225,7 +225,7 @@ def test_both_paths_stamp_the_gradebook_with_nbgrader_s_migration_head(graded):
 
     from nbgrader.dbutil import _temp_alembic_ini
 
-    from autograder.nbgrader_chain import alembic_head
+    from autograder.chain.nbgrader_chain import alembic_head
     from tests.entry_points import VENV_BIN
 
     _, runs = graded

@@ -5,8 +5,8 @@ import nbformat
 import pytest
 from w1d1_student import registry
 
-from autograder import provenance
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
+from autograder.static import provenance
 
 
 @pytest.mark.parametrize("name", available_notebooks())

@@ -12,9 +12,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from autograder.command.grade import grade
 from autograder.course import available_notebooks
-from autograder.grade import grade
-from autograder.reports import graded_cells
+from autograder.report.reports import graded_cells
 from tests import grading_class as gc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_an_old_style_output_folder_is_taken_over(history, tmp_path):
 
 
 def test_one_run_at_a_time_per_output_folder(tmp_path):
-    from autograder.grade import GradingError
+    from autograder.command.grade import GradingError
     from autograder.outdir import Output
 
     put(tmp_path / "class", "alice", gc.solved())

@@ -22,8 +22,8 @@ import pytest
 from w1d1_student import registry, wire
 from w1d1_student.runner import run_cases
 
-from autograder.checks import judge_payload, make_cases
 from autograder.course import ASSIGNMENT, RELEASE_DIR
+from autograder.exercises.checks import judge_payload, make_cases
 from tests.variants import notebook_solution
 
 RELEASE = RELEASE_DIR / ASSIGNMENT

@@ -13,7 +13,7 @@ from w1d1_student.exercises import nb02_scaled_dot_product as j02
 from w1d1_student.exercises import nb04_multihead as j04
 from w1d1_student.runner import run_cases
 
-from autograder.checks import judge_payload, make_cases
+from autograder.exercises.checks import judge_payload, make_cases
 from tests.variants import _definitions
 from tools import report_demo_class as demo
 

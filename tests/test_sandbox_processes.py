@@ -17,8 +17,8 @@ import textwrap
 import nbformat
 import pytest
 
-from autograder import sandbox
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.kernels import sandbox
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -251,7 +251,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
 
 
 def test_program_is_built_for_known_machines_only(monkeypatch):
-    from autograder import no_processes
+    from autograder.kernels import no_processes
 
     for name in ("x86_64", "aarch64"):
         prog = no_processes.program(name)

@@ -1,4 +1,4 @@
-"""autograder.similarity: answers that look copied, on the mutation tables' real answers."""
+"""autograder.report.similarity: answers that look copied, on the mutation tables' real answers."""
 import ast
 import random
 import re
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import similarity
+from autograder.report import similarity
 from tests import cosmetic
 from tests.variants import nb02_scaled_dot_product as v02
 from tests.variants import nb04_multihead as v04
@@ -18,7 +18,7 @@ HONEST_MHA = [v04.MHA, v04.MHA_EINSUM, v04.MHA_PERMUTE, v04.MHA_LOOP, v04.MHA_SD
 
 
 def _stubs():
-    from autograder.class_data import release_cells
+    from autograder.report.class_data import release_cells
 
     return {gid: src for name in ("02_scaled_dot_product", "04_multihead") for gid, src in release_cells(name)[0].items()}
 
@@ -240,8 +240,8 @@ def test_a_local_name_lends_nothing_from_another_cell():
 def test_the_class_report_compares_each_answer_with_its_helpers():
     from types import SimpleNamespace
 
-    from autograder import class_report
-    from autograder.class_data import Exercise
+    from autograder.report import class_report
+    from autograder.report.class_data import Exercise
 
     mha = honest_class("class MultiHeadAttention(_Base):\n    pass\n")["mha"]
     split = {"copier": renamed(v04.MHA_LOOP).replace("class MultiHeadAttention", "class _Base")}

@@ -34,8 +34,8 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_source import check_calls
 from w1d1_student.runner import CASES_ENV
 
-from autograder.checks import case_file_data, judge_payload, make_cases
 from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR, available_notebooks
+from autograder.exercises.checks import case_file_data, judge_payload, make_cases
 from autograder.student_package import build
 from tests.explorer_calls import explorer_calls
 from tests.test_mutations import VARIANTS
@@ -70,7 +70,7 @@ def _solution_blocks():
 
 def _grader_functions():
     names = set()
-    for path in list((REPO / "autograder" / "exercises").glob("*.py")) + [REPO / "autograder" / "checks.py"]:
+    for path in (REPO / "autograder" / "exercises").glob("*.py"):
         names |= {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
     return names - {"__init__", "__getitem__", "__iter__", "__len__"}
 

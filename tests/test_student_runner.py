@@ -5,7 +5,7 @@ import json
 import pytest
 from w1d1_student import runner
 
-from autograder.checks import case_file_data
+from autograder.exercises.checks import case_file_data
 
 
 def test_public_cases_at_home_come_with_the_graders_answers(monkeypatch):
@@ -55,7 +55,7 @@ def test_unknown_exercise_is_a_clear_error():
 def test_a_hidden_verdict_shows_no_text_the_student_wrote_in_an_error():
     """Red team round 5b: an exception class named after the inputs (L_m1p011024_…) would carry them onto
     the page; a hidden verdict names only built-in exception types."""
-    from autograder.checks import judge_payload, make_cases
+    from autograder.exercises.checks import judge_payload, make_cases
 
     n = len(make_cases("softmax", 7, True))
     for error, shown in (("L_m1p011024_0p485830: x", "异常"), ("ValueError: x=[-1.0110236, 0.48583]", "ValueError")):

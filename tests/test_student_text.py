@@ -14,8 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from traitlets.config import Config
 
-from autograder import feedback_page, page_policy, reports
+from autograder import page_policy
+from autograder.chain import feedback_page
 from autograder.notes import printable, stored_in
+from autograder.report import reports
 from tests import grading_class as gc
 from tests.entry_points import through_chain
 

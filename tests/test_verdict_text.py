@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from w1d1_student import wire
 from w1d1_student.runner import judge, run_cases
 
-from autograder.checks import make_cases, with_answers
+from autograder.exercises.checks import make_cases, with_answers
 from tests.entry_points import ENTRY_POINTS
 from tests.red_team_submissions import answer_cell, put, solved
 from tests.shared_class import attack_class

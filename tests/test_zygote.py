@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from autograder import sandbox, zygote
+from autograder.kernels import sandbox, zygote
 
 pytestmark = pytest.mark.skipif(not sandbox.own_uid_works(), reason="forked kernels need kernels of their own uid")
 

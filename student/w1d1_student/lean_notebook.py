@@ -1,5 +1,5 @@
 """A notebook file without its saved outputs, read in bounded memory: how a notebook over the size limit still
-reaches the teacher (exchange.py, at submit) and is graded (autograder/intake_chain.py). Outputs are never graded.
+reaches the teacher (exchange.py, at submit) and is graded (autograder/chain/intake_chain.py). Outputs are never graded.
 
 The file is read in chunks and copied as it is, except that the value of `outputs` in each cell (an object in a
 list under a `cells` key) becomes `[]`, however large or deep it is. What is kept may not pass `keep_bytes`, the

@@ -7,7 +7,7 @@ names, structure facts and flags. No reference implementation lives here.
 Forbidden APIs (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`, their functional forms) are
 detected at run time by torch function/dispatch modes (`torch_calls.watching`), which see a call
 however it was reached; nothing is patched. The grader also rejects direct uses in the answer's
-source (autograder/forbidden_calls.py), which no code in the kernel can change. The modes see only
+source (autograder/static/forbidden_calls.py), which no code in the kernel can change. The modes see only
 the calling thread, so starting a Python thread is itself reported.
 
 Verdicts: split_merge_heads, mha — tables for the engine's staged loop.

@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import no_processes, zygote_inside
+from autograder.kernels import no_processes, zygote_inside
 
 INSIDE_SOURCE = inspect.getsource(zygote_inside)  # what the zygote runs (python -c)
 REPLY_SECONDS = 120

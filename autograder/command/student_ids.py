@@ -2,7 +2,7 @@
 import unicodedata
 from collections import Counter
 
-from .notes import printable, quoted
+from autograder.notes import printable, quoted
 
 ID_SYMBOLS = set("_-.@")
 

@@ -193,7 +193,7 @@ def _become_kernel(request, workdir, inbox, program, go, stdin):
     _fresh_seeds()
     prog = SockFprog(len(program) // 8, program)
     _check(LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
-    if request["cmd"][1] == "-c":  # cmd: python -c PROGRAM ARGS (the start-up check, autograder/sandbox_check.py)
+    if request["cmd"][1] == "-c":  # cmd: python -c PROGRAM ARGS (the start-up check, autograder/kernels/sandbox_check.py)
         sys.argv = ["-c", *request["cmd"][3:]]
         sys.path[0] = ""
         exec(compile(request["cmd"][2], "<string>", "exec"), {"__name__": "__main__"})

@@ -26,8 +26,8 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool, Dict, Integer
 
-from .notes import stored_in
-from .page_policy import CSP_META
+from autograder.notes import stored_in
+from autograder.page_policy import CSP_META
 
 MAX_PAGE_BYTES = 2_000_000
 INERT_MIME = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}

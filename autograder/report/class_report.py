@@ -9,9 +9,9 @@ itself (the hub's path) and writes the report where `--out` says.
 import sys
 from pathlib import Path
 
-from . import class_data, class_stats, report_page, reports, similarity
-from .course import ASSIGNMENT
-from .outdir import write_text
+from autograder.course import ASSIGNMENT
+from autograder.outdir import write_text
+from autograder.report import class_data, class_stats, report_page, reports, similarity
 
 FILES = ("report.html", "diagnoses.csv", "exercise_stats.csv", "similarity.csv")
 DIAGNOSES_HEADER = ["student_id", "notebook", "grade_id", "check", "stage", "mistake", "description", "points_lost"]
@@ -98,8 +98,8 @@ def rebuild(out):
     """`python -m autograder report OUT`: the report of the run published in OUT, from its gradebook."""
     from nbgrader.api import Gradebook
 
-    from .notes import from_data
-    from .outdir import Output, read_state
+    from autograder.notes import from_data
+    from autograder.outdir import Output, read_state
 
     if not Path(out).is_dir():
         raise FileNotFoundError(f"找不到评分结果文件夹：{out}")

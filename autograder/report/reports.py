@@ -13,8 +13,8 @@ import json
 
 import nbformat
 
-from .course import ASSIGNMENT, SOURCE_DIR
-from .notes import texts
+from autograder.course import ASSIGNMENT, SOURCE_DIR
+from autograder.notes import texts
 
 CSV_HEADER = ["student_id", "notebook", "grade_id", "score", "max_score"]
 MANUAL_HEADER = ["student_id", "notebook", "grade_id", "manual_score", "max_score", "needs_grading", "comment"]

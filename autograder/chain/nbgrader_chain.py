@@ -23,10 +23,10 @@ from nbgrader.preprocessors import (
 )
 from traitlets.config import Config
 
-from .course import SOURCE_DIR
-from .feedback_page import SafeHTMLExporter, SafeOutputs
-from .intake_chain import RepairSubmission, SubmissionReader
-from .nbgrader_plugins import JudgeProbes, SandboxedExecute
+from autograder.chain.feedback_page import SafeHTMLExporter, SafeOutputs
+from autograder.chain.intake_chain import RepairSubmission, SubmissionReader
+from autograder.chain.nbgrader_plugins import JudgeProbes, SandboxedExecute
+from autograder.course import SOURCE_DIR
 
 
 def configure(c):
@@ -45,7 +45,7 @@ def configure(c):
     c.OverwriteCells.add_missing_cells = True
 
     # intake on every path (grading command, nbgrader autograde, formgrader): read the file safely, then
-    # repair the notebook before nbgrader's own steps (autograder/intake_chain.py)
+    # repair the notebook before nbgrader's own steps (autograder/chain/intake_chain.py)
     c.Autograde.exporter_class = SubmissionReader
     c.Autograde.sanitize_preprocessors = [
         RepairSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
@@ -62,12 +62,12 @@ def configure(c):
     c.Execute.startup_timeout = 180
     c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
 
-    # feedback never shows the hidden checks' source, nor live student markup (autograder/feedback_page.py)
+    # feedback never shows the hidden checks' source, nor live student markup (autograder/chain/feedback_page.py)
     c.ClearHiddenTests.enforce_metadata = False
     c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, SafeOutputs, CSSHTMLHeaderPreprocessor]
     c.GenerateFeedback.exporter_class = SafeHTMLExporter
     c.HTMLExporter.sanitize_html = True
-    c.HTMLExporter.filters = {"clean_html": "autograder.feedback_page.clean_html"}
+    c.HTMLExporter.filters = {"clean_html": "autograder.chain.feedback_page.clean_html"}
 
 
 def nbgrader_config(root, release_dir="release"):

@@ -21,26 +21,28 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import class_report, feedback_page, reports, timing
-from .course import ASSIGNMENT, available_notebooks
-from .errors import GradingError
-from .grading_worker import Job, grade_student, share_gate
-from .intake import list_students, read_submission
-from .nbgrader_chain import api
-from .notes import Note, for_page, from_data, printable, quoted
-from .outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
-from .regrading import carry_over, grader_version, plan
-from .sandbox import SandboxUnavailable, describe_limits
-from .sandbox_check import probe
-from .student_ids import safe_folders, student_id
+from autograder import timing
+from autograder.chain import feedback_page
+from autograder.chain.nbgrader_chain import api
+from autograder.command.grading_worker import Job, grade_student, share_gate
+from autograder.command.intake import list_students, read_submission
+from autograder.command.regrading import carry_over, grader_version, plan
+from autograder.command.student_ids import safe_folders, student_id
+from autograder.course import ASSIGNMENT, available_notebooks
+from autograder.errors import GradingError
+from autograder.kernels.sandbox import SandboxUnavailable, describe_limits
+from autograder.kernels.sandbox_check import probe
+from autograder.notes import Note, for_page, from_data, printable, quoted
+from autograder.outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
+from autograder.report import class_report, reports
 
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 
 CSV_HEADER = reports.CSV_HEADER
 # what every worker imports (nbgrader's converters, the chain of nbgrader_config.py, the answer key,
 # nbconvert's HTML export): the fork server imports it once
-WORKER_IMPORTS = ["autograder.grading_worker", "autograder.nbgrader_plugins", "autograder.intake_chain",
-                  "autograder.feedback_page", "autograder.checks", "nbgrader.apps", "nbgrader.converters",
+WORKER_IMPORTS = ["autograder.command.grading_worker", "autograder.chain.nbgrader_plugins", "autograder.chain.intake_chain",
+                  "autograder.chain.feedback_page", "autograder.exercises.checks", "nbgrader.apps", "nbgrader.converters",
                   "nbconvert.exporters.html", "w1d1_student.registry"]
 
 
@@ -242,7 +244,7 @@ def _grade_into(output, folders, skipped, settings):
     t0 = time.monotonic()
     run = Run(settings, work, notebooks, records, workers)
     with tempfile.TemporaryDirectory(prefix="w1d1cases-") as private:  # 0700, the grader's alone
-        from .checks import write_case_file
+        from autograder.exercises.checks import write_case_file
 
         with timing.timed("cases"):  # the run's one seed: every kernel's cases and every verdict
             run.case_file = write_case_file(seed, private)

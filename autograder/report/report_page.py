@@ -4,9 +4,9 @@ every text escaped. Reads the numbers `class_stats` computed; computes none of i
 import html
 from urllib.parse import quote
 
-from . import class_stats as st
-from .class_data import safe
-from .page_policy import CSP_META
+from autograder.page_policy import CSP_META
+from autograder.report import class_stats as st
+from autograder.report.class_data import safe
 
 STYLE = """
 body{font-family:"Noto Sans CJK SC","WenQuanYi Micro Hei","Microsoft YaHei",sans-serif;margin:24px;color:#222;max-width:1200px}

@@ -13,7 +13,7 @@ import numpy as np
 from w1d1_student import registry, wire
 from w1d1_student.runner import judge
 
-from .exercises import answers_of, cases_of
+from autograder.exercises import answers_of, cases_of
 
 
 def _plain(value):

@@ -6,10 +6,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from . import timing, zygote
-from .course import ASSIGNMENT
-from .nbgrader_chain import api
-from .notes import stored_in
+from autograder import timing
+from autograder.chain.nbgrader_chain import api
+from autograder.course import ASSIGNMENT
+from autograder.kernels import zygote
+from autograder.notes import stored_in
 
 
 def chain_notes(work, student):
@@ -66,13 +67,13 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
     if sandbox and not feedback_only:  # its imports beside the worker's own; the student's kernels fork from it
-        from .sandbox import warm_zygote
+        from autograder.kernels.sandbox import warm_zygote
 
         warm_zygote()
     with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
         import nbgrader.apps  # noqa: F401
 
-        from . import nbgrader_plugins
+        from autograder.chain import nbgrader_plugins
     with timing.timed("nbgrader start"):
         nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout

@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 from w1d1_format import OWN_KEY, VERDICTS_KEY, copy_of
 
-from . import reports
-from .course import ASSIGNMENT, RELEASE_DIR, available_notebooks
-from .notes import from_data, is_printable, printable, stored_in, texts
+from autograder.course import ASSIGNMENT, RELEASE_DIR, available_notebooks
+from autograder.notes import from_data, is_printable, printable, stored_in, texts
+from autograder.report import reports
 
 COMPANION = "w1day1_checks.py"
 

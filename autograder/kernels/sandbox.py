@@ -34,9 +34,10 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Bool, Integer, List, Unicode, default
 from w1d1_student.runner import CASES_ENV, COMPANION_STUB, COMPANIONS
 
-from . import cgroup_limits, no_processes, timing, zygote
-from .course import ASSIGNMENT, RELEASE_DIR, REPO
-from .kernel_messages import MAX_FRAME_BYTES, BoundedSession
+from autograder import timing
+from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO
+from autograder.kernels import cgroup_limits, no_processes, zygote
+from autograder.kernels.kernel_messages import MAX_FRAME_BYTES, BoundedSession
 
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
@@ -407,7 +408,7 @@ class SandboxKernelManager(AsyncKernelManager):
     memory_mb = Integer(3072, config=True, help="Address-space limit of a kernel (MiB).")
     cpu_seconds = Integer(600, config=True, help="CPU-time limit of a kernel (s).")
     grader_seed = Integer(0, config=True, help="Seed of the check cases, where no case_file is given.")
-    case_file = Unicode("", config=True, help="The grading run's case file (autograder.checks.write_case_file): "
+    case_file = Unicode("", config=True, help="The grading run's case file (autograder.exercises.checks.write_case_file): "
                         "read by the grader, which hands each test cell its cases; never bound into the sandbox.")
     kernel_python = Unicode(sys.executable, config=True)
     more_imports = List(Unicode(), default_value=list(AHEAD_IMPORTS), config=True,

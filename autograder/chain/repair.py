@@ -20,7 +20,7 @@ import nbformat
 from w1d1_format import COPY_KEY, OWN_KEY, copy_of
 from w1d1_student.cell_source import check_calls
 
-from .notes import quoted
+from autograder.notes import quoted
 
 # the nbgrader cell metadata this course writes, with the types nbgrader expects
 META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "grade_id": str,

@@ -1,5 +1,5 @@
 """Reading a class's folder before grading (the grading command's part; notebooks are repaired in
-nbgrader's chain, autograder/intake_chain.py, on every path): which file is each student's notebook.
+nbgrader's chain, autograder/chain/intake_chain.py, on every path): which file is each student's notebook.
 
 Each problem becomes a Chinese note for the student's feedback and the instructor's summary;
 nothing here stops the rest of the class from being graded. Only regular files are read, never
@@ -11,10 +11,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import repair
-from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from .intake_chain import REFUSED, copy_regular, course_notebook, file_kind, open_regular, read_notebook
-from .notes import Note, printable, quoted
+from autograder.chain import repair
+from autograder.chain.intake_chain import REFUSED, copy_regular, course_notebook, file_kind, open_regular, read_notebook
+from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.notes import Note, printable, quoted
 
 MAX_DEPTH = 16                     # folder levels read inside a student folder
 QUIET = {"timestamp.txt", "submission_secret.txt"}  # nbgrader's own bookkeeping
@@ -161,7 +161,7 @@ def graded_copies(entries, known):
 
 def _take_notebook(sub, e, name, taken, source_ids, dest):
     """Copy one notebook file, byte for byte, into `dest` under its notebook's name: nbgrader's chain
-    reads and repairs it there (autograder/intake_chain.py; one over 20 MB without its outputs), as on every
+    reads and repairs it there (autograder/chain/intake_chain.py; one over 20 MB without its outputs), as on every
     path. A file under another
     name is taken as a renamed notebook when its cells are one notebook's and no file carries that
     notebook's name (`taken`). `source_ids`: {notebook: its grade_ids}, for every notebook of the course."""

@@ -7,7 +7,7 @@ notebook with `SubmissionReader` and repair it with `RepairSubmission` before an
   oversized file; a notebook over 20 MB without its saved outputs, in bounded memory, and says so), as UTF-8
   JSON with every string made encodable, within a cell limit; a notebook it cannot read is replaced by the
   released one (it scores 0) and says why;
-- `RepairSubmission` runs autograder/repair.py and stores the notes in the notebook's metadata
+- `RepairSubmission` runs autograder/chain/repair.py and stores the notes in the notebook's metadata
   (`OWN_KEY`), where the feedback exporter shows them.
 """
 import datetime
@@ -23,9 +23,9 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from w1d1_format import OWN_KEY
 from w1d1_student.lean_notebook import TooBig, size_text, without_outputs
 
-from . import repair
-from .course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from .notes import is_printable, printable, quoted
+from autograder.chain import repair
+from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.notes import is_printable, printable, quoted
 
 MAX_FILE_BYTES = 20 * 2**20        # one submitted file; a notebook over it is read without its outputs
 MAX_NOTEBOOK_BYTES = 256 * 2**20   # a notebook file read at all (outputs dropped as it is read, in bounded memory)
@@ -211,7 +211,7 @@ class SubmissionReader(NotebookExporter):
 
 
 class RepairSubmission(NbGraderPreprocessor):
-    """The first step of sanitizing: autograder/repair.py on the submitted notebook; its notes (and the
+    """The first step of sanitizing: autograder/chain/repair.py on the submitted notebook; its notes (and the
     reader's) go into the notebook's own metadata for the feedback page and the grading command."""
 
     def preprocess(self, nb, resources):

@@ -17,10 +17,12 @@ from w1d1_student import registry, wire
 from w1d1_student.cell_scope import grading_cells
 from w1d1_student.cell_source import check_calls
 
-from . import forbidden_calls, provenance, sandbox_check, timing
-from .checks import judge_payload
-from .exercises import CARRIES
-from .sandbox import SandboxKernelManager
+from autograder import timing
+from autograder.exercises import CARRIES
+from autograder.exercises.checks import judge_payload
+from autograder.kernels import sandbox_check
+from autograder.kernels.sandbox import SandboxKernelManager
+from autograder.static import forbidden_calls, provenance
 
 VERDICT_ENAME = "检查未通过"
 CASES_KEY = "w1d1_case_file"  # resources: the case file the kernel's cases came from, for JudgeProbes
@@ -278,8 +280,8 @@ class SandboxedExecute(Execute):
         calls = check_calls(cell.source) if utils.is_grade(cell) and not utils.is_solution(cell) else []
         if not calls:
             return None
-        from .checks import case_file_of_seed, read_case_file
-        from .exercises.private import for_kernel
+        from autograder.exercises.checks import case_file_of_seed, read_case_file
+        from autograder.exercises.private import for_kernel
 
         if self._case_file is None:  # the run's case file, else one made once per process from the seed
             with timing.timed("cases"):

@@ -1,23 +1,29 @@
 """Incremental regrading: which students a run regrades and why, what it keeps of the last run, and
 the digest of what decides a grade (a change there regrades everyone)."""
-from . import reports
-from .course import ASSIGNMENT, REPO, SOURCE_DIR
-from .errors import GradingError
-from .intake import fingerprint
-from .notes import printable
-from .outdir import copy_gradebook, link_tree, tree_hash
-from .student_ids import student_id
+from autograder.command.intake import fingerprint
+from autograder.command.student_ids import student_id
+from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR
+from autograder.errors import GradingError
+from autograder.notes import printable
+from autograder.outdir import copy_gradebook, link_tree, tree_hash
+from autograder.report import reports
 
-# modules that only arrange, store or show results: changing them regrades nobody
-OUTPUT_SIDE = {"grade.py", "cli.py", "outdir.py", "reports.py", "feedback_page.py", "release.py", "__main__.py",
-               "class_report.py", "class_data.py", "class_stats.py", "report_page.py", "similarity.py"}
+# what only arranges, stores or shows results (paths under autograder/; a room: all of it): changing it
+# regrades nobody
+OUTPUT_SIDE = {"__main__.py", "cli.py", "release.py", "page_policy.py", "command/grade.py", "outdir.py",
+               "chain/feedback_page.py", "report"}
+
+
+def _decides_grades(path):
+    rel = path.relative_to(REPO / "autograder")
+    return rel.as_posix() not in OUTPUT_SIDE and rel.parts[0] not in OUTPUT_SIDE
 
 
 def grader_version():
     """Digest of what decides a grade: the source notebooks and their files, the grader, the student
     package (drivers, verdict tables), the config."""
     files = [p for p in (SOURCE_DIR / ASSIGNMENT).iterdir() if p.is_file()]
-    files += [p for p in (REPO / "autograder").rglob("*.py") if p.name not in OUTPUT_SIDE or p.parent.name != "autograder"]
+    files += [p for p in (REPO / "autograder").rglob("*.py") if _decides_grades(p)]
     files += list((REPO / "student").rglob("*.py"))  # the drivers and verdict tables of the student package
     return tree_hash(REPO, files + [REPO / "nbgrader_config.py"])
 

@@ -1,0 +1,1 @@
+"""The nbgrader chain every path runs: intake, sandboxed execution, verdicts, feedback pages."""

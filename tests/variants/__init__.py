@@ -29,6 +29,13 @@ def _definitions(source):
     return "\n".join(ast.get_source_segment(source, node) for node in tree.body if isinstance(node, keep))
 
 
+def exercises_of(notebook):
+    """The grade_ids of a notebook's exercises, from the registry (the order of its student module)."""
+    if notebook not in registry.NOTEBOOK_OF.values():
+        raise KeyError(f"{notebook}: no exercise in the registry")
+    return [gid for gid, name in registry.NOTEBOOK_OF.items() if name == notebook]
+
+
 def notebook_solution(grade_id):
     """The solution notebook's answer to `grade_id`, with what the notebook defines before it: the imports,
     functions and classes of the course cells and the answers of the earlier exercises."""

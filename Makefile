@@ -12,8 +12,10 @@ SUBMISSIONS ?= data/demo_class
 OUT ?= grading
 
 STUDENT_STAMP := $(VENV)/.student-installed
-# what the student wheel is built from: its source, the helper modules, and the grader's answers to the public cases
-STUDENT_INPUTS := $(shell find student autograder/exercises autograder/checks.py -name '*.py' -o -name '*.toml') \
+# what the student wheel is built from: its source, the helper modules, the grader's answers to the public cases and
+# the builder (the same list as autograder/wheel_inputs.py, whose digest the wheel carries for tests/conftest.py)
+STUDENT_INPUTS := $(shell find student autograder/exercises autograder/checks.py autograder/student_package.py \
+  autograder/wheel_inputs.py -name '*.py' -o -name '*.toml') \
   solutions/w1d1/w1d1_viz.py solutions/w1d1/w1day1_checks.py
 
 .PHONY: venv lab test release grade export bench html system-deps lint selftest checks student-package report report-demo

@@ -17,6 +17,7 @@ from pathlib import Path
 from w1d1_student import registry
 from w1d1_student.runner import PUBLIC_DATA
 
+from . import wheel_inputs
 from .checks import answered, as_data, make_cases
 from .course import REPO
 from .exercises.private import for_kernel
@@ -71,6 +72,7 @@ def build(out=REPO / "dist"):
     files[f"{dist}.dist-info/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: autograder.student_package\n"
                                         b"Root-Is-Purelib: true\nTag: py3-none-any\n")
     files[f"{dist}.dist-info/top_level.txt"] = b"w1d1_student\nw1d1_viz\nw1day1_checks\n"
+    files[f"{dist}.dist-info/{wheel_inputs.STAMP}"] = (wheel_inputs.digest() + "\n").encode()  # tests/conftest.py
     record = [_record_line(name, data) for name, data in files.items()] + [f"{dist}.dist-info/RECORD,,"]
     files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     for old in out.glob("w1d1_student-*.whl"):

@@ -18,6 +18,7 @@ from pathlib import Path
 from w1d1_student import registry
 from w1d1_student.runner import PUBLIC_DATA
 
+from autograder import wheel_inputs
 from autograder.course import REPO
 from autograder.exercises.checks import answered, as_data, make_cases
 from autograder.exercises.private import for_kernel
@@ -75,6 +76,7 @@ def build(out=REPO / "dist"):
                                         b"Root-Is-Purelib: true\nTag: py3-none-any\n")
     top_level = ["w1d1_student", *(module.stem for module in TOP_LEVEL_MODULES)]
     files[f"{dist}.dist-info/top_level.txt"] = "".join(f"{name}\n" for name in top_level).encode()
+    files[f"{dist}.dist-info/{wheel_inputs.STAMP}"] = (wheel_inputs.digest() + "\n").encode()  # tests/conftest.py
     record = [_record_line(name, data) for name, data in files.items()] + [f"{dist}.dist-info/RECORD,,"]
     files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
     for old in out.glob("w1d1_student-*.whl"):

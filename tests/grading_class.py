@@ -6,18 +6,22 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
+from tests.variants import exercises_of, notebook_solution
 
 NB = "01_self_attention"
+EXERCISES = exercises_of(NB)
 MARKER = Path("/tmp") / f"w1d1-pwned-{uuid.uuid4().hex[:8]}"
 ANSWERS = {}
 
 
 def _answers():
-    """Self-contained correct answers: each cell defines all it uses, so replacing one cell leaves the others whole."""
+    """Self-contained correct answers: each cell defines all it uses, so replacing one cell leaves the others whole
+    (the mutation table's short ones where it has one, else the solution with what the notebook defines before it)."""
     if not ANSWERS:
         from tests.variants.nb01_self_attention import DIAG, SELF_ATTENTION, SOFTMAX
 
-        ANSWERS.update({"softmax": SOFTMAX, "self_attention": SELF_ATTENTION, "score_diagnostics": DIAG})
+        short = {"softmax": SOFTMAX, "self_attention": SELF_ATTENTION, "score_diagnostics": DIAG}
+        ANSWERS.update({gid: short.get(gid) or notebook_solution(gid) for gid in EXERCISES})
     return ANSWERS
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from tests.variants import notebook_solution
+from tests.variants import exercises_of, notebook_solution
 from tests.variants.nb04_multihead import MHA, MHA_TORCH
 
 # --------------------------------------------------------------------------- helpers
@@ -44,11 +44,13 @@ def answer_cell(nb_name, gid):
     return cell(nbformat.read(SOURCE_DIR / ASSIGNMENT / f"{nb_name}.ipynb", as_version=4), gid).source
 
 
-def solved(nb_name, gids, **overrides):
-    """The release notebook with the solution's answers to `gids` and `overrides` (gid -> source)."""
+def solved(nb_name, unsolved=(), **overrides):
+    """The release notebook with the solution's answer to each of its exercises (the registry's) but `unsolved`,
+    and `overrides` (gid -> source)."""
     nb = release(nb_name)
-    for gid in gids:
-        cell(nb, gid).source = answer_cell(nb_name, gid)
+    for gid in exercises_of(nb_name):
+        if gid not in unsolved and gid not in overrides:
+            cell(nb, gid).source = answer_cell(nb_name, gid)
     for gid, src in overrides.items():
         cell(nb, gid).source = src
     return nb
@@ -84,7 +86,7 @@ def softmax(x, axis=-1):
 
 
 def f1_hidden_inputs_leak(root):
-    return put(root, "f1_leak", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=LEAK_SOFTMAX))
+    return put(root, "f1_leak", NB01, solved(NB01, softmax=LEAK_SOFTMAX))
 
 
 # F1b: simpler and wider. The answer cell's own output is kept in the feedback page, and while it
@@ -114,7 +116,7 @@ if os.environ.get("W1D1_CASES"):
 
 
 def f1b_answer_cell_prints_case_file(root):
-    return put(root, "f1b_dump_cases", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=DUMP_SOFTMAX))
+    return put(root, "f1b_dump_cases", NB01, solved(NB01, softmax=DUMP_SOFTMAX))
 
 # --------------------------------------------------------------------------- F2: autograd outside the watch
 # nb02's backwards must be hand-written; AutogradUse watches only while the student's backward runs.
@@ -207,7 +209,7 @@ class AttentionFunction(torch.autograd.Function):
 
 
 def f2_autograd_precomputed_from_case_file(root):
-    nb = solved(NB02, ["init_score_std", "numerical_gradient"], attention_forward=CHEAT_FORWARD,
+    nb = solved(NB02, attention_forward=CHEAT_FORWARD,
                 attention_backward=CHEAT_BACKWARD, attention_function=CHEAT_FUNCTION)
     return put(root, "f2_casefile_autograd", NB02, nb)
 
@@ -242,8 +244,7 @@ class AttentionFunction(torch.autograd.Function):
 
 
 def f4_softmax_backward_kernel(root):
-    nb = solved(NB02, ["init_score_std", "attention_forward", "numerical_gradient", "attention_backward"],
-                attention_function=SOFTMAX_BWD_FUNCTION)
+    nb = solved(NB02, attention_function=SOFTMAX_BWD_FUNCTION)
     return put(root, "f4_softmax_bwd_kernel", NB02, nb)
 
 
@@ -284,7 +285,7 @@ class MultiHeadAttention(nn.Module):
 
 
 def f3_mha_thread_without_profile_hook(root):
-    nb = solved(NB04, ["split_merge_heads"], mha=MHA_HIDDEN_THREAD)
+    nb = solved(NB04, unsolved=["mha_selfcheck"], mha=MHA_HIDDEN_THREAD)
     return put(root, "f3_mha_hidden_thread", NB04, nb)
 
 
@@ -315,8 +316,7 @@ def attention_backward(dY, cache):
 
 
 def f3c_nb02_autograd_in_hidden_thread(root):
-    nb = solved(NB02, ["init_score_std", "attention_forward", "numerical_gradient", "attention_function"],
-                attention_backward=THREAD_AUTOGRAD_BACKWARD)
+    nb = solved(NB02, attention_backward=THREAD_AUTOGRAD_BACKWARD)
     return put(root, "f3c_nb02_thread_autograd", NB02, nb)
 
 
@@ -351,9 +351,8 @@ BACKWARD_WARM_POOL = POOL + THREAD_AUTOGRAD_BACKWARD.replace(
 
 
 def f3d_warm_thread_pool(root):
-    put(root, "f3d_pool_mha", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_WARM_POOL))
-    nb = solved(NB02, ["init_score_std", "attention_forward", "numerical_gradient", "attention_function"],
-                attention_backward=BACKWARD_WARM_POOL)
+    put(root, "f3d_pool_mha", NB04, solved(NB04, unsolved=["mha_selfcheck"], mha=MHA_WARM_POOL))
+    nb = solved(NB02, attention_backward=BACKWARD_WARM_POOL)
     return put(root, "f3d_pool_nb02", NB02, nb)
 
 
@@ -408,7 +407,7 @@ OLD_ATTEMPT = "旧版本（有 bug，留作笔记）：\n\n    def softmax(x, ax
 def f5_markdown_copy_above_answer(root):
     import copy
 
-    nb = solved(NB01, ["softmax", "self_attention", "score_diagnostics"])
+    nb = solved(NB01)
     i = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
     md = copy.deepcopy(nb.cells[i])
     md.cell_type, md.source, md.id = "markdown", OLD_ATTEMPT, "old-attempt-1"
@@ -431,7 +430,7 @@ SPLIT_B = "def softmax(x, axis=-1):\n    z = stable_exp(x, axis)\n    return z /
 def f6_split_answer_then_stripped(root):
     import copy
 
-    nb = solved(NB01, ["self_attention", "score_diagnostics"], softmax=SPLIT_A)
+    nb = solved(NB01, softmax=SPLIT_A)
     i = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
     b = copy.deepcopy(nb.cells[i])
     b.source, b.id = SPLIT_B, "split-half-2"
@@ -496,8 +495,7 @@ def attention_backward(dY, cache):
 
 
 def f7_probe_rewritten_by_display_patch(root):
-    nb = solved(NB02, ["init_score_std", "attention_forward", "numerical_gradient", "attention_function"],
-                attention_backward=AUTOGRAD_BACKWARD)
+    nb = solved(NB02, attention_backward=AUTOGRAD_BACKWARD)
     return put(root, "f7_display_patch", NB02, nb)
 
 
@@ -511,7 +509,7 @@ EVIL_NAME = "notes\n[AutogradeApp | ERROR] forged: grading of every student fail
 
 
 def f8_file_name_into_nbgrader_log(root):
-    folder = put(root, "f8_log_name", NB01, solved(NB01, ["softmax", "self_attention", "score_diagnostics"]))
+    folder = put(root, "f8_log_name", NB01, solved(NB01))
     nbformat.write(release(NB01), folder / EVIL_NAME)
     return folder
 
@@ -541,8 +539,8 @@ NB03 = "03_masks"
 
 
 def f9_deep_probe_crashes_judge(root):
-    folder = put(root, "f9_deep_probe", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=DEEP_SOFTMAX))
-    nb3 = solved(NB03, ["causal_mask", "padding_mask", "attention_mask", "masked_softmax", "leftpad_safe"])
+    folder = put(root, "f9_deep_probe", NB01, solved(NB01, softmax=DEEP_SOFTMAX))
+    nb3 = solved(NB03)
     nbformat.write(nb3, folder / f"{NB03}.ipynb")
     return folder
 
@@ -560,8 +558,8 @@ _k.session.send(_k.iopub_socket, "display_data", content=b"[" * 5000 + b"]" * 50
 
 
 def f9b_raw_deep_message(root):
-    folder = put(root, "f9b_raw_deep_msg", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=RAW_DEEP_SOFTMAX))
-    nb3 = solved(NB03, ["causal_mask", "padding_mask", "attention_mask", "masked_softmax", "leftpad_safe"])
+    folder = put(root, "f9b_raw_deep_msg", NB01, solved(NB01, softmax=RAW_DEEP_SOFTMAX))
+    nb3 = solved(NB03)
     nbformat.write(nb3, folder / f"{NB03}.ipynb")
     return folder
 
@@ -578,7 +576,7 @@ _k.session.send(_k.iopub_socket, "stream", content=b'{"name": "stdout", "text": 
 
 
 def f12_huge_message(root):
-    return put(root, "f12_huge_msg", NB01, solved(NB01, ["self_attention", "score_diagnostics"], softmax=HUGE_MESSAGE_SOFTMAX))
+    return put(root, "f12_huge_msg", NB01, solved(NB01, softmax=HUGE_MESSAGE_SOFTMAX))
 
 
 # --------------------------------------------------------------------------- F11: strict schema refuses what Jupyter opens
@@ -593,7 +591,7 @@ def _json_of(nb):
 
 
 def f11_minor4_with_ids(root):
-    data = _json_of(solved(NB01, ["softmax", "self_attention", "score_diagnostics"]))
+    data = _json_of(solved(NB01))
     data["nbformat_minor"] = 4
     folder = Path(root) / "f11_minor4_ids"
     folder.mkdir(parents=True, exist_ok=True)
@@ -602,7 +600,7 @@ def f11_minor4_with_ids(root):
 
 
 def f11b_markdown_with_outputs(root):
-    data = _json_of(solved(NB01, ["softmax", "self_attention", "score_diagnostics"]))
+    data = _json_of(solved(NB01))
     next(c for c in data["cells"] if c["cell_type"] == "markdown")["outputs"] = []
     folder = Path(root) / "f11b_md_outputs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -613,7 +611,7 @@ def f11b_markdown_with_outputs(root):
 # --------------------------------------------------------------------------- controls
 
 def control_honest(root):
-    put(root, "ctl_honest01", NB01, solved(NB01, ["softmax", "self_attention", "score_diagnostics"]))
+    put(root, "ctl_honest01", NB01, solved(NB01))
 
 
 BUILDERS = [f5_markdown_copy_above_answer, f6_split_answer_then_stripped, f7_probe_rewritten_by_display_patch,
@@ -650,7 +648,7 @@ if not getattr(_drv.run, "_mine", False):
 
 
 def g1_magic_body_with_a_line_magic(root):
-    return put(root, "g1_magic_body", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_MAGIC_BODY))
+    return put(root, "g1_magic_body", NB04, solved(NB04, unsolved=["mha_selfcheck"], mha=MHA_MAGIC_BODY))
 
 
 BLIND_FRAMES = '''
@@ -706,16 +704,15 @@ def _install():
 _install()
 '''
 
-NB02_OTHERS = ["init_score_std", "attention_forward", "numerical_gradient", "attention_function"]
 
 
 def g2_frames_stop_the_watch(root):
-    nb = solved(NB02, NB02_OTHERS, attention_backward=BLIND_FRAMES + AUTOGRAD_BACKWARD)
+    nb = solved(NB02, attention_backward=BLIND_FRAMES + AUTOGRAD_BACKWARD)
     return put(root, "g2_frames", NB02, nb)
 
 
 def g3_globals_of_check(root):
-    nb = solved(NB02, NB02_OTHERS, attention_backward=GLOBALS_OF_CHECK + AUTOGRAD_BACKWARD)
+    nb = solved(NB02, attention_backward=GLOBALS_OF_CHECK + AUTOGRAD_BACKWARD)
     return put(root, "g3_globals", NB02, nb)
 
 
@@ -753,7 +750,7 @@ class MultiHeadAttention(nn.Module):
 
 
 def g4_torch_attention_under_another_name(root):
-    return put(root, "g4_math_attention", NB04, solved(NB04, ["split_merge_heads"], mha=MHA_MATH_ATTENTION))
+    return put(root, "g4_math_attention", NB04, solved(NB04, unsolved=["mha_selfcheck"], mha=MHA_MATH_ATTENTION))
 
 
 # h1 (a second red team): an IPython pre_run_cell event sees the cell that delivers the cases and precomputes
@@ -790,8 +787,7 @@ def attention_backward(dY, cache):
 
 
 def h1_hook_sees_the_delivered_cases(root):
-    nb = solved(NB02, ["init_score_std", "numerical_gradient", "attention_function"],
-                attention_forward=CHEAT_FORWARD, attention_backward=HOOK_BACKWARD)
+    nb = solved(NB02, attention_forward=CHEAT_FORWARD, attention_backward=HOOK_BACKWARD)
     return put(root, "h1_hook", NB02, nb)
 
 
@@ -823,17 +819,15 @@ OVERLAY = ('<div class="modal-backdrop in"></div><div class="navbar-fixed-top al
 
 
 def i1_path_sensing_answer(root):
-    return put(root, "i1_path_sense", NB01, solved(NB01, ["self_attention", "score_diagnostics"],
-                                                   softmax=PATH_SENSING_SOFTMAX))
+    return put(root, "i1_path_sense", NB01, solved(NB01, softmax=PATH_SENSING_SOFTMAX))
 
 
 def i2_overlay_banner(root):
-    return put(root, "i2_overlay", NB01, solved(NB01, ["softmax", "self_attention", "score_diagnostics"],
-                                                q1_two_problems=OVERLAY))
+    return put(root, "i2_overlay", NB01, solved(NB01, q1_two_problems=OVERLAY))
 
 
 def i3_names_that_close_the_quote(root):
-    nb = solved(NB01, ["softmax", "self_attention", "score_diagnostics"])
+    nb = solved(NB01)
     own = nbformat.v4.new_code_cell("x = 1")
     own.metadata["nbgrader"] = {f"` {FORGED} `": 1}
     nb.cells.append(own)
@@ -867,8 +861,7 @@ def softmax(x, axis=-1, _f=softmax):
 
 
 def z1_started_as_answer(root):
-    return put(root, "z1_started_as", NB01, solved(NB01, ["self_attention", "score_diagnostics"],
-                                                   softmax=STARTED_AS_SOFTMAX))
+    return put(root, "z1_started_as", NB01, solved(NB01, softmax=STARTED_AS_SOFTMAX))
 
 
 COST_WORK = [i1_path_sensing_answer, i2_overlay_banner, i3_names_that_close_the_quote, z1_started_as_answer,

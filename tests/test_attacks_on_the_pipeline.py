@@ -24,7 +24,7 @@ print("PEEK", os.environ.get("W1D1_CASES"), os.path.exists("/opt/w1d1"),
 
 def peek_at_cases(root):
     """An answer cell that looks for cases while it runs (a machinery reference: it scores 0 anyway)."""
-    nb = rt.solved(rt.NB01, ["self_attention", "score_diagnostics"], softmax=rt.notebook_solution("softmax") + PEEK)
+    nb = rt.solved(rt.NB01, softmax=rt.notebook_solution("softmax") + PEEK)
     return rt.put(root, "peek", rt.NB01, nb)
 
 
@@ -160,7 +160,7 @@ def test_an_unreadable_message_costs_only_its_cell(run, student):
     """f9b's cell sends through `get_ipython().kernel`, the kernel's own objects: the static check costs its notebook
     (red team round 6); the message still reaches the grader, which reads the other notebooks as they are."""
     assert run.points(student, rt.NB03) == full(rt.NB03)
-    for exercise in ("self_attention", "score_diagnostics"):
+    for exercise in (gid for gid in rt.exercises_of(rt.NB01) if gid != "softmax"):
         worth = sum(p for gid, p in graded_cells(rt.NB01)[0] if gid.removeprefix("test_").split("__")[0] == exercise)
         assert exercise_points(run, student, rt.NB01, exercise) == (0 if student == "f9b_raw_deep_msg" else worth), exercise
 

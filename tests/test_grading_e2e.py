@@ -78,7 +78,7 @@ def test_csv_contract(graded):
 
 def test_honest_full_marks_and_stub_zero(graded):
     s = graded["scores"]
-    for ex in ("softmax", "self_attention", "score_diagnostics"):
+    for ex in gc.EXERCISES:
         assert full(s["honest"], ex), ex
         assert zero(s["stub"], ex), ex
 
@@ -96,7 +96,7 @@ def test_lying_objects_earn_nothing(graded):
 def test_importing_the_answer_earns_nothing(graded):
     # modules the grading environment lacks: code the static check cannot read costs the whole notebook
     s = graded["scores"]["importer"]
-    assert zero(s, "softmax") and zero(s, "score_diagnostics") and zero(s, "self_attention")
+    assert all(zero(s, ex) for ex in gc.EXERCISES)
     assert zero(graded["scores"]["wrapper"], "softmax")
     feedback = (graded["out"] / "feedback" / "importer" / f"{gc.NB}.html").read_text()
     assert "import w1d1_attention（评分环境里没有这个模块" in feedback and "import mydiag" in feedback
@@ -113,24 +113,24 @@ def test_sandbox_hides_files_and_network(graded):
     assert "NET_BLOCKED" in text and "NET_OPEN" not in text
     assert not gc.MARKER.exists()
     s = graded["scores"]["snoop"]
-    assert all(full(s, ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
+    assert all(full(s, ex) for ex in gc.EXERCISES)
 
 
 def test_loop_costs_only_its_own_exercise(graded):
     s = graded["scores"]["looper"]
     assert zero(s, "self_attention")
-    assert full(s, "softmax") and full(s, "score_diagnostics")
+    assert all(full(s, ex) for ex in gc.EXERCISES if ex != "self_attention")
 
 
 def test_os_exit_costs_only_its_own_exercise(graded):
     s = graded["scores"]["exiter"]
     assert zero(s, "score_diagnostics")
-    assert full(s, "softmax") and full(s, "self_attention")
+    assert all(full(s, ex) for ex in gc.EXERCISES if ex != "score_diagnostics")
 
 
 def test_flood_and_memory_keep_other_points(graded):
     s = graded["scores"]["flooder"]
-    assert all(full(s, ex) for ex in ("softmax", "self_attention", "score_diagnostics"))
+    assert all(full(s, ex) for ex in gc.EXERCISES)
     nb = autograded(graded, "flooder")
     assert len(nbformat.writes(nb)) < 2_000_000
     assert "输出超过" in all_output_text(nb)
@@ -139,7 +139,7 @@ def test_flood_and_memory_keep_other_points(graded):
 def test_tampered_cells_restored_and_reported(graded):
     s = graded["scores"]["tamperer"]
     assert zero(s, "softmax")  # the wrong answer is judged by the restored test cells
-    assert full(s, "self_attention") and full(s, "score_diagnostics")
+    assert all(full(s, ex) for ex in gc.EXERCISES if ex != "softmax")
     feedback = (graded["out"] / "feedback" / "tamperer" / f"{gc.NB}.html").read_text()
     for words in ("被删除", "被修改", "出现了 2 次", "类型被改"):
         assert words in feedback, words

@@ -25,11 +25,11 @@ from autograder.exercises.private import PRIVATE
 from autograder.report.reports import graded_cells
 from tests.entry_points import grade_both
 from tests.test_mutations import verdicts
-from tests.variants import notebook_solution
+from tests.variants import exercises_of, notebook_solution
 from tests.variants.nb04_multihead import MHA, SELFCHECK
 
 NB = "04_multihead"
-GRADED = [f"{gid}{part}" for gid in ("split_merge_heads", "mha", "mha_selfcheck") for part in ("", "__hidden")]
+GRADED = [f"{gid}{part}" for gid in exercises_of(NB) for part in ("", "__hidden")]
 
 
 def _solution_checker():

@@ -151,16 +151,41 @@ def _shape_of(message):
     return re.sub(r"\s+", " ", re.sub(r"-?\d+(?:\.\d*)?(?:e[+-]?\d+)?", "#", message))
 
 
+def pin(text, got, update=False):
+    """(the digests file's text to write, or None where it stays as it is; the pinned messages that changed), `text`
+    the file's, `got` {variant: digest} as they are now. A message pinned before changes only with `update`; one
+    pinned nowhere yet (a new exercise's, a new variant's) is pinned now, with no variable to set."""
+    pinned = dict(reversed(line.split("  ", 1)) for line in text.splitlines())
+    got = {k: d for k, d in got.items() if not k.startswith(UNPINNED)}
+    if update:
+        return "".join(f"{d}  {k}\n" for k, d in sorted(got.items())), []
+    changed = sorted(k for k in pinned if got.get(k) != pinned[k] and not k.startswith(UNPINNED))
+    new = {k: d for k, d in got.items() if k not in pinned}
+    merged = "".join(f"{d}  {k}\n" for k, d in sorted({**pinned, **new}.items()))
+    return (merged if new else None), changed
+
+
 def test_public_messages_are_unchanged():
     """Public checks show inputs, expected values and the student's own: their messages are pinned, text,
     value blocks and the count of numbers in them (digests in tests/data; W1D1_UPDATE_PUBLIC_MESSAGES=1
-    rewrites them after a deliberate change)."""
+    rewrites them after a deliberate change; a message not pinned yet, a new exercise's, is pinned on the first run)."""
     got = {k: hashlib.sha256(_shape_of(v).encode()).hexdigest() for k, v in public_messages().items()}
-    if os.environ.get("W1D1_UPDATE_PUBLIC_MESSAGES") == "1":
-        PUBLIC_DIGESTS.write_text("".join(f"{d}  {k}\n" for k, d in sorted(got.items()) if not k.startswith(UNPINNED)))
-    pinned = dict(reversed(line.split("  ", 1)) for line in PUBLIC_DIGESTS.read_text().splitlines())
-    changed = sorted(k for k in pinned if got.get(k) != pinned[k] and not k.startswith(UNPINNED))
+    text, changed = pin(PUBLIC_DIGESTS.read_text(), got, update=os.environ.get("W1D1_UPDATE_PUBLIC_MESSAGES") == "1")
+    if text is not None:
+        PUBLIC_DIGESTS.write_text(text)
     assert not changed, changed
+
+
+def test_a_new_exercise_is_pinned_without_the_variable_and_a_pinned_message_changes_only_with_it():
+    text = "aaa  softmax/buggy0\nbbb  softmax/stub\n"
+    got = {"softmax/buggy0": "aaa", "softmax/stub": "bbb", "new_exercise/stub": "ccc", "new_exercise/buggy0": "ddd",
+           "decode_step/stub": "eee"}
+    pinned_now = "ddd  new_exercise/buggy0\nccc  new_exercise/stub\naaa  softmax/buggy0\nbbb  softmax/stub\n"
+    assert pin(text, got) == (pinned_now, [])  # the new exercise's messages pinned, decode_step's left unpinned
+    assert pin(text, {**got, "softmax/stub": "xxx"}) == (pinned_now, ["softmax/stub"])  # a pinned one: still fails
+    assert pin(text, {"softmax/buggy0": "aaa", "softmax/stub": "bbb"}) == (None, [])            # nothing to write
+    rewritten, changed = pin(text, {**got, "softmax/stub": "xxx"}, update=True)
+    assert changed == [] and "xxx  softmax/stub\n" in rewritten and "decode_step" not in rewritten
 
 
 def test_the_self_attention_check_leaves_the_students_softmax_as_it_was():

@@ -11,6 +11,7 @@ import pytest
 from w1d1_student import wire
 from w1d1_student.exercises import nb02_scaled_dot_product as j02
 from w1d1_student.exercises import nb04_multihead as j04
+from w1d1_student.registry import NOTEBOOK_OF
 from w1d1_student.runner import run_cases
 
 from autograder.exercises.checks import judge_payload, make_cases
@@ -34,9 +35,6 @@ def _bug_messages():
 
 
 BUG_MESSAGES = _bug_messages()
-NOTEBOOK_OF = {"split_merge_heads": demo.NB04, "mha": demo.NB04}
-NOTEBOOK_OF.update({g: demo.NB02 for g in ("init_score_std", "attention_forward", "numerical_gradient",
-                                           "attention_backward", "attention_function")})
 
 
 @pytest.fixture(scope="module")

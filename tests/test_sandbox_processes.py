@@ -22,6 +22,7 @@ from autograder.kernels import sandbox
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
+from tests.variants import exercises_of
 from tests.variants.nb04_multihead import MHA, MHA_IN_THREAD, MHA_THREAD_SDPA_MATH, SPLIT_MERGE
 
 NB01, NB04 = "01_self_attention", "04_multihead"
@@ -326,7 +327,7 @@ def test_processes_cost_their_own_exercise(both, path, student, lost):
     """A fork bomb ends at its first fork, multiprocessing and subprocess raise PermissionError, os.system
     fails: each costs its own exercise. The bomb's next answer uses Python and torch threads: full marks."""
     g = both[path]
-    for exercise in ("softmax", "self_attention", "score_diagnostics"):
+    for exercise in exercises_of(NB01):
         if exercise in lost:
             assert points(g, student, NB01, exercise) == 0, exercise
         else:

@@ -6,12 +6,12 @@ Answers: float64 references and the outputs of the known bugs, per case.
 import numpy as np
 
 from .references import naive_softmax, softmax
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
-def _softmax_cases(seed, hidden):
-    g = rng(seed, "softmax" + str(hidden))
+def _softmax_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "2×3 的小例子，默认 axis=-1", "x": np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]), "axis": -1},
@@ -36,8 +36,8 @@ def _attention_inputs(g, T, d, d_k, d_v, scale=1.0):
             "W_k": g.normal(size=(d, d_k)) * scale, "W_v": g.normal(size=(d, d_v))}
 
 
-def _self_attention_cases(seed, hidden):
-    g = rng(seed, "self_attention" + str(hidden))
+def _self_attention_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "T=1：只有一个 token，A 必须是 [[1]]，Y 就是 V", **_attention_inputs(g, 1, 4, 3, 2)},
@@ -50,8 +50,8 @@ def _self_attention_cases(seed, hidden):
     ]
 
 
-def _diag_cases(seed, hidden):
-    g = rng(seed, "score_diagnostics" + str(hidden))
+def _diag_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "对角线最大的 3×3 对称矩阵：比率 1，非对称度 0",
@@ -65,13 +65,6 @@ def _diag_cases(seed, hidden):
     X = g.normal(size=(12, 6))
     cases.append({"stage": "不投影的 XXᵀ（对称、对角占优）", "S": X @ X.T})
     return cases
-
-
-CASES = {
-    "softmax": _softmax_cases,
-    "self_attention": _self_attention_cases,
-    "score_diagnostics": _diag_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -108,27 +101,27 @@ def _diag(S, rate_axis=1, count=False, asym="relative"):
     return out
 
 
-ANSWERS = {
-    "softmax": {
+CASES, ANSWERS = graded({
+    "softmax": (_softmax_cases, {
         "ref": lambda c: {"y": softmax(c["x"], c["axis"])},
         "naive": lambda c: {"y": naive_softmax(c["x"], c["axis"])},
         "wrong_axis": _wrong_axis,
         "global_max": _global_max,
         "no_norm": lambda c: {"y": np.exp(c["x"] - c["x"].max(axis=c["axis"], keepdims=True))},
         "global_sum": lambda c: {"y": np.exp(c["x"] - c["x"].max()) / np.exp(c["x"] - c["x"].max()).sum()},
-    },
-    "self_attention": {
+    }),
+    "self_attention": (_self_attention_cases, {
         "ref": _attention,
         "no_scale": lambda c: _attention(c, scale=1.0),
         "scale_d": lambda c: _attention(c, scale=1 / np.sqrt(c["X"].shape[1])),
         "axis0": lambda c: _attention(c, axis=0),
         "scale_dk": lambda c: _attention(c, scale=1 / c["W_q"].shape[1]),
-    },
-    "score_diagnostics": {
+    }),
+    "score_diagnostics": (_diag_cases, {
         "ref": lambda c: _diag(c["S"]),
         "argmax_axis0": lambda c: {"rate": _diag(c["S"], rate_axis=0)["rate"]},
         "count": lambda c: {"rate": _diag(c["S"], count=True)["rate"]},
         "unnormalised": lambda c: {"asym": _diag(c["S"], asym="absolute")["asym"]},
         "max_norm": lambda c: {"asym": _diag(c["S"], asym="max")["asym"]},
-    },
-}
+    }),
+})

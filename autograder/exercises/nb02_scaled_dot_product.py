@@ -9,7 +9,7 @@ import numpy as np
 from w1d1_student.case_inputs import make_f
 
 from .references import naive_softmax, softmax, swap
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
@@ -89,9 +89,9 @@ def LARGE(g):
     return case
 
 
-def _backward_cases(seed, hidden):
-    cases = _forward_cases(seed, hidden, "attention_backward")
-    g = rng(seed, "attention_backward_dY" + str(hidden))
+def _backward_cases(seed, hidden, salt):
+    cases = _forward_cases(seed, hidden, salt)
+    g = rng(seed, salt + "_dY" + str(hidden))
     for c in cases:
         c["dY"] = g.normal(size=c["V"].shape[:-2] + (c["Q"].shape[-2], c["V"].shape[-1]))
         if c["mask"] is not None:
@@ -106,12 +106,12 @@ def _backward_cases(seed, hidden):
         pad["dead_keys"] = np.broadcast_to(pad["mask"], (3, 5)).all(axis=-2)
         cases.append(pad)
     else:
-        cases.append(LARGE(rng(seed, "attention_backward_large")))
+        cases.append(LARGE(rng(seed, salt + "_large")))
     return cases
 
 
-def _numgrad_cases(seed, hidden):
-    g = rng(seed, "numerical_gradient" + str(hidden))
+def _numgrad_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "一维 x (4,)：f = Σ c·x³ + Σ x_i x_{i+1}", "kind": "cubic", "eps": None,
@@ -135,12 +135,12 @@ def _numgrad_cases(seed, hidden):
     ]
 
 
-def _function_cases(seed, hidden):
-    cases = _backward_cases(seed, hidden)
+def _function_cases(seed, hidden, salt):
+    cases = _backward_cases(seed, hidden, "attention_backward")  # attention_backward's own cases, dY included
     for c in cases:
         c["dtype"] = "float64"
         c["gradcheck"] = False
-    g = rng(seed, "attention_function" + str(hidden))
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         small = {"stage": "gradcheck（float64，T=S=3，因果掩码）", **_qkv(g, (), 3, 3, 2, 2), "mask": _causal(3),
                  "dtype": "float64", "gradcheck": True}
@@ -158,8 +158,8 @@ def _function_cases(seed, hidden):
     return [cases[0], cases[1], cases[2], cases[3], small, f32, cases[-1]]  # the last: LARGE
 
 
-def _init_cases(seed, hidden):
-    g = rng(seed, "init_score_std" + str(hidden))
+def _init_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "正文 §2.1：d=512，b=1/√512，输入方差 1", "d": 512, "weight_bound": 1 / np.sqrt(512),
@@ -174,15 +174,6 @@ def _init_cases(seed, hidden):
         cases.append({"stage": f"随机：d={d}", "d": d, "weight_bound": float(g.uniform(0.01, 0.3)),
                       "input_var": float(g.uniform(0.2, 4.0))})
     return cases
-
-
-CASES = {
-    "attention_forward": lambda seed, hidden: _forward_cases(seed, hidden, "attention_forward"),
-    "attention_backward": _backward_cases,
-    "numerical_gradient": _numgrad_cases,
-    "attention_function": _function_cases,
-    "init_score_std": _init_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -334,19 +325,20 @@ def _init(fn):
     return lambda c: {"std": np.float64(fn(c["d"], c["weight_bound"], 1.0 if c["input_var"] is None else c["input_var"]))}
 
 
-ANSWERS = {
-    "attention_forward": FORWARD,
-    "attention_backward": {**FORWARD, **BACKWARD, "autograd": autograd_grads, "finite_differences": finite_difference_grads},
-    "numerical_gradient": {
+CASES, ANSWERS = graded({
+    "attention_forward": (_forward_cases, FORWARD),
+    "attention_backward": (_backward_cases, {**FORWARD, **BACKWARD, "autograd": autograd_grads,
+                                             "finite_differences": finite_difference_grads}),
+    "numerical_gradient": (_numgrad_cases, {
         "central": central,
         "forward": lambda c: central(c, mode="forward"),
         "backward": lambda c: central(c, mode="backward"),
         "half": lambda c: central(c, mode="half"),
         "no_restore": lambda c: central(c, restore=False),
         "fixed_eps": lambda c: central(c, eps=1e-6),
-    },
-    "attention_function": {**FORWARD, **BACKWARD},
-    "init_score_std": {
+    }),
+    "attention_function": (_function_cases, {**FORWARD, **BACKWARD}),
+    "init_score_std": (_init_cases, {
         # std of q·k/√d_k: Var[q_i] = d·v·b²/3 (same for k_i), Var[score] = Var[q_i]·Var[k_i]
         "init": _init(lambda d, b, v: d * v * b**2 / 3.0),
         "init_var_b2": _init(lambda d, b, v: d * v * b**2),
@@ -355,5 +347,5 @@ ANSWERS = {
         "init_std_q": _init(lambda d, b, v: math.sqrt(d * v * b**2 / 3)),
         "init_input_std": _init(lambda d, b, v: d * math.sqrt(v) * b**2 / 3),
         "init_unscaled": _init(lambda d, b, v: math.sqrt(d) * d * v * b**2 / 3),
-    },
-}
+    }),
+})

@@ -7,7 +7,7 @@ import numpy as np
 from w1d1_student.case_inputs import lp_inputs, ms_inputs
 
 from .references import softmax, triu
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
@@ -21,18 +21,18 @@ def _right_pad(lengths, T):
     return pos[None, :] >= np.asarray(lengths)[:, None]
 
 
-def _causal_cases(seed, hidden):
+def _causal_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "T=1：唯一的 query 必须能看到自己", "T": 1},
             {"stage": "T=2：只屏蔽右上角一个位置", "T": 2},
             {"stage": "T=4：严格上三角", "T": 4},
         ]
-    g = rng(seed, "causal_mask")
+    g = rng(seed, salt)
     return [{"stage": f"T={T}", "T": int(T)} for T in (3, 7, int(g.integers(10, 20)), 33)]
 
 
-def _padding_cases(seed, hidden):
+def _padding_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "一个样本，T=1，长度 1（没有 pad），默认 side", "lengths": np.array([1]), "T": 1,
@@ -44,7 +44,7 @@ def _padding_cases(seed, hidden):
             {"stage": "1 维 tensor 的 lengths=[5, 0, 2]，T=5，side='right'（含长度 0 和长度 = T）",
              "lengths": np.array([5, 0, 2]), "T": 5, "side": "right", "as": "tensor"},
         ]
-    g = rng(seed, "padding_mask")
+    g = rng(seed, salt)
     cases = [
         {"stage": "左补齐，1 维 tensor，含长度 0 和长度 = T", "lengths": np.array([0, 6, 3]), "T": 6,
          "side": "left", "as": "tensor"},
@@ -58,7 +58,7 @@ def _padding_cases(seed, hidden):
     return cases
 
 
-def _attention_mask_cases(seed, hidden):
+def _attention_mask_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "B=1，T=1，没有 pad，causal=True", "kp": np.array([[False]]), "causal": True},
@@ -68,7 +68,7 @@ def _attention_mask_cases(seed, hidden):
             {"stage": "右补齐 B=2，T=4，causal=True：因果 ∪ padding",
              "kp": _right_pad([4, 2], 4), "causal": True},
         ]
-    g = rng(seed, "attention_mask")
+    g = rng(seed, salt)
     cases = [{"stage": "左补齐 [pad, pad, A, B, C]，causal=True", "kp": _left_pad([3, 5], 5), "causal": True}]
     for causal in (True, False, True):
         B, T = int(g.integers(2, 5)), int(g.integers(4, 10))
@@ -89,8 +89,8 @@ def _causal(T, S=None):
     return np.triu(np.ones((T, S), bool), k=1)
 
 
-def _masked_softmax_cases(seed, hidden):
-    g = rng(seed, "masked_softmax" + str(hidden))
+def _masked_softmax_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             _ms_case(g, "1×3，不屏蔽任何位置：就是普通 softmax（float64）", (1, 3), np.zeros((1, 3)), "float64"),
@@ -125,8 +125,8 @@ def _lp_case(g, stage, lengths, T, d, dtype, pad_upstream="zero"):
             "v": g.normal(size=(B, T, d)), "kp": kp, "gy": gy, "dtype": dtype, "pad_upstream": pad_upstream}
 
 
-def _leftpad_cases(seed, hidden):
-    g = rng(seed, "leftpad_safe" + str(hidden))
+def _leftpad_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             _lp_case(g, "B=1，T=3，没有 pad：就是普通的因果注意力（float64）", [3], 3, 2, "float64"),
@@ -144,15 +144,6 @@ def _leftpad_cases(seed, hidden):
                  pad_upstream="random"),
         _lp_case(g, "随机长度 B=4，T=9，d=16（float64）", list(g.integers(1, 10, size=4)), 9, 16, "float64"),
     ]
-
-
-CASES = {
-    "causal_mask": _causal_cases,
-    "padding_mask": _padding_cases,
-    "attention_mask": _attention_mask_cases,
-    "masked_softmax": _masked_softmax_cases,
-    "leftpad_safe": _leftpad_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -245,15 +236,15 @@ def _ms(f):
     return lambda c: {"p": f(*ms_inputs(c))}
 
 
-ANSWERS = {
-    "causal_mask": {
+CASES, ANSWERS = graded({
+    "causal_mask": (_causal_cases, {
         "ref": lambda c: {"m": causal(c["T"])},
         "diagonal0": lambda c: {"m": causal(c["T"], 0)},
         "inverted": lambda c: {"m": ~causal(c["T"])},
         "lower": lambda c: {"m": causal(c["T"]).T.copy()},
         "diagonal2": lambda c: {"m": causal(c["T"], 2)},
-    },
-    "padding_mask": {
+    }),
+    "padding_mask": (_padding_cases, {
         "ref": _pad(lambda n, T, c: padding(n, T, _side(c))),
         "other_side": _pad(lambda n, T, c: padding(n, T, {"left": "right", "right": "left"}[_side(c)])),
         "always_right": _pad(lambda n, T, c: padding(n, T, "right")),
@@ -261,8 +252,8 @@ ANSWERS = {
         "inverted": _pad(lambda n, T, c: ~padding(n, T, _side(c))),
         "off_by_one": _pad(lambda n, T, c: (np.arange(T)[None, :] > np.asarray(n)[:, None]) if _side(c) == "right"
                            else (np.arange(T)[None, :] <= T - np.asarray(n)[:, None])),
-    },
-    "attention_mask": {
+    }),
+    "attention_mask": (_attention_mask_cases, {
         "ref": _am(),
         "and": _am(op="and"),
         "query_axis": _am(axis="query"),
@@ -273,15 +264,15 @@ ANSWERS = {
         "default_not_causal": _am_causal(lambda flag, c: bool(c["causal"])),
         "never_causal": _am_causal(lambda flag, c: False),
         "always_causal": _am_causal(lambda flag, c: True),
-    },
-    "masked_softmax": {
+    }),
+    "masked_softmax": (_masked_softmax_cases, {
         "ref": masked_softmax_ref,
         "after": _ms(lambda s, m: softmax(s) * ~m),
         "unmasked": _ms(lambda s, m: softmax(s)),
         **{f"inverted_{e}": _ms(lambda s, m, e=e: softmax_masked(s, ~m, empty=e)) for e in ("zero", "uniform", "nan")},
         **{f"axis_{e}": _ms(lambda s, m, e=e: softmax_masked(s, m, axis=-2, empty=e)) for e in ("zero", "nan")},
-    },
-    "leftpad_safe": {
+    }),
+    "leftpad_safe": (_leftpad_cases, {
         "ref": leftpad_ref,
         "sees_pad": _lp_bug(mask_fn=lambda kp, T: np.broadcast_to(causal(T), (len(kp), T, T))),
         "and": _lp_bug(mask_fn=lambda kp, T: causal(T)[None] & kp[:, None, :]),
@@ -290,5 +281,5 @@ ANSWERS = {
         "column0": _lp_bug(mask_fn=lambda kp, T: lp_mask(kp, T) & (np.arange(T) != 0)),
         "no_scale": _lp_bug(scale=False),
         "inverted": _lp_bug(mask_fn=lambda kp, T: ~lp_mask(kp, T)),
-    },
-}
+    }),
+})

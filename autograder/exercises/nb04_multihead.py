@@ -14,7 +14,7 @@ import numpy as np
 
 from .private import PRIVATE
 from .references import softmax
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
@@ -23,8 +23,8 @@ def _f32(a):
     return np.asarray(a, dtype=np.float64).astype(np.float32).astype(np.float64)
 
 
-def _split_cases(seed, hidden):
-    g = rng(seed, "split_merge_heads" + str(hidden))
+def _split_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "split_heads：B=1, T=2, d=4, h=2，x = arange（第 0 个头应是前 d_k=2 个特征）", "kind": "split",
@@ -93,8 +93,8 @@ def _mha_case(g, stage, *, kind="forward", B=2, T=4, d=8, h=2, bias=True, dtype=
     return case
 
 
-def _mha_cases(seed, hidden):
-    g = rng(seed, "mha" + str(hidden))
+def _mha_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             {"stage": "结构：MultiHeadAttention(8, 2)：属性、四个 nn.Linear、参数名与参数量 4d²+4d", "kind": "struct",
@@ -130,12 +130,6 @@ def _mha_cases(seed, hidden):
         _mha_case(g, "梯度，无掩码，float32", kind="backward", B=2, T=4, d=6, h=2, dtype="float32"),
     ]
     return cases
-
-
-CASES = {
-    "split_merge_heads": _split_cases,
-    "mha": _mha_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -251,23 +245,23 @@ MHA_BUGS = {
     "split_interleave": dict(split="interleave"),
 }
 
-ANSWERS = {
-    "split_merge_heads": {
+CASES, ANSWERS = graded({
+    "split_merge_heads": (_split_cases, {
         "ref": _split_merge(),
         "view_roundtrip": lambda c: _split_merge("view", "no_transpose")(c) if c["kind"] == "split" else None,
         "view": _only_s("view"),
         "interleave": _only_s("interleave"),
         "merge_no_transpose": _split_merge(merge="no_transpose"),
         "merge_interleave": _split_merge(merge="interleave"),
-    },
-    "mha": {
+    }),
+    "mha": (_mha_cases, {
         "ref": mha_ref,
         **{name: (lambda c, kw=kw: mha_ref(c, **kw)) for name, kw in MHA_BUGS.items()},
         "grads": mha_grads_ref,
         "grads_detached": _detached,
         "perm": lambda c: {"y": mha_ref(c)["y"], "y_perm": mha_ref(c, x=c["x"][:, c["perm"]])["y"]},
-    },
-}
+    }),
+})
 
 
 # ------------------------------------------------------------ mha_selfcheck: the classes under test
@@ -592,12 +586,12 @@ def _selfcheck_case(stage, style, bug, sizes, g=None):
             "torch_seed": 0 if g is None else int(g.integers(2**31)), PRIVATE: {"style": style, "bug": bug}}
 
 
-def _selfcheck_cases(seed, hidden):
+def _selfcheck_cases(seed, hidden, salt):
     if not hidden:
         return [_selfcheck_case("正确的实现", *PUBLIC_CLASSES[0], None),
                 _selfcheck_case("有一个错误的实现 A", *PUBLIC_CLASSES[1], None),
                 _selfcheck_case("有一个错误的实现 B", *PUBLIC_CLASSES[2], (16, 4))]
-    g = rng(seed, "mha_selfcheck")
+    g = rng(seed, salt)
     roles = [(style, None) for style in _STYLES if style != "torch_own"]
     roles += [(str(g.choice([s for s, _ in ways if s != "torch_own"])), bug) for bug, ways in _BUG_EDITS.items()]
     order = g.permutation(len(roles))
@@ -609,16 +603,14 @@ def _selfcheck_cases(seed, hidden):
     return cases
 
 
-CASES["mha_selfcheck"] = _selfcheck_cases
-
 
 def _role(c):
     """What the grader knows of a case's class: its bug (None: a correct class), from the grader's own case data."""
     return {"bug": c[PRIVATE]["bug"]}
 
 
-ANSWERS["mha_selfcheck"] = {
+graded({"mha_selfcheck": (_selfcheck_cases, {
     "ref": _role,
     **{bug: (lambda c, sees=sees, blind=blind: {"sees": list(sees), "blind": list(blind)})
        for bug, (sees, blind) in SELFCHECK_TABLE.items()},
-}
+})}, CASES, ANSWERS)

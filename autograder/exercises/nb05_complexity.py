@@ -4,11 +4,11 @@ Cases: plain data the student's code runs on, made from the run's seed (they tra
 The hidden cases end with sizes drawn from the run's seed, so their answers change from run to run.
 Answers: exact counts, and the counts the known bugs give.
 """
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
-def _flops_cases(seed, hidden):
+def _flops_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "T=1, d=2 的小例子：8·1·4 + 4·1·2 = 40", "T": 1, "d": 2},
@@ -22,7 +22,7 @@ def _flops_cases(seed, hidden):
         {"stage": "正文表格：d=4096, T=32768", "T": 32768, "d": 4096},
         {"stage": "奇数尺寸 T=7, d=13", "T": 7, "d": 13},
         {"stage": "很大的整数（超过 2^53，浮点数算不精确）：T=1000003, d=12289", "T": 1000003, "d": 12289},
-        _drawn(seed, "flops", T=(2, 100_000), d=(2, 16_384)),
+        _drawn(seed, salt, T=(2, 100_000), d=(2, 16_384)),
     ]
 
 
@@ -33,7 +33,7 @@ def _drawn(seed, salt, **ranges):
     return {"stage": "随机尺寸：" + ", ".join(f"{k}={v}" for k, v in sizes.items()), **sizes}
 
 
-def _memory_cases(seed, hidden):
+def _memory_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "默认参数（bf16，1 层）：B=1, h=1, T=3 → 1·1·9·2 = 18 字节",
@@ -52,12 +52,12 @@ def _memory_cases(seed, hidden):
         {"stage": "正文：7B 级 B=1, h=32, T=32768，32 层", "B": 1, "h": 32, "T": 32768, "bpe": 2, "n_layers": 32,
          "keywords": True},
         {"stage": "fp8（1 字节）、3 层", "B": 4, "h": 8, "T": 100, "bpe": 1, "n_layers": 3, "keywords": True},
-        {**_drawn(seed, "attn_memory", B=(1, 64), h=(1, 64), T=(1, 65_536), bpe=(1, 8), n_layers=(1, 96)),
+        {**_drawn(seed, salt, B=(1, 64), h=(1, 64), T=(1, 65_536), bpe=(1, 8), n_layers=(1, 96)),
          "keywords": True},
     ]
 
 
-def _generation_cases(seed, hidden):
+def _generation_cases(seed, hidden, salt):
     if not hidden:
         return [
             {"stage": "T=1 且无缓存：只有一步，等于 mha_flops(1, d)", "T": 1, "d": 4, "kv_cache": False},
@@ -76,15 +76,8 @@ def _generation_cases(seed, hidden):
         {"stage": "T=1000, d=4096，有缓存", "T": 1000, "d": 4096, "kv_cache": True},
         {"stage": "T=300000, d=16384，无缓存：结果超过 int64 的范围", "T": 300000, "d": 16384, "kv_cache": False},
         {"stage": "T=300007, d=12289，无缓存：超过 2^53 的整数", "T": 300007, "d": 12289, "kv_cache": False},
-        {**_drawn(seed, "generation_flops", T=(2, 5_000), d=(2, 8_192)), "kv_cache": bool(seed % 2)},
+        {**_drawn(seed, salt, T=(2, 5_000), d=(2, 8_192)), "kv_cache": bool(seed % 2)},
     ]
-
-
-CASES = {
-    "flops": _flops_cases,
-    "attn_memory": _memory_cases,
-    "generation_flops": _generation_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -116,8 +109,8 @@ def _gen(f):
     return count
 
 
-ANSWERS = {
-    "flops": {
+CASES, ANSWERS = graded({
+    "flops": (_flops_cases, {
         "flops": _td(mha_flops),
         "flops_macs": _td(lambda T, d: 4 * T * d**2 + 2 * T**2 * d),
         "flops_no_wo": _td(lambda T, d: 6 * T * d**2 + 4 * T**2 * d),
@@ -128,8 +121,8 @@ ANSWERS = {
         "share_over_projection": _td(lambda T, d: 4 * T**2 * d / (8 * T * d**2)),
         "share_percent": _td(lambda T, d: 100 * 4 * T**2 * d / mha_flops(T, d)),
         "share_macs": _td(lambda T, d: 2 * T**2 * d / mha_flops(T, d)),
-    },
-    "attn_memory": {
+    }),
+    "attn_memory": (_memory_cases, {
         "bytes": _mem(lambda B, h, T, bpe, L: B * h * T * T * bpe * L),
         "mem_no_layers": _mem(lambda B, h, T, bpe, L: B * h * T * T * bpe),
         "mem_no_bytes": _mem(lambda B, h, T, bpe, L: B * h * T * T * L),
@@ -137,8 +130,8 @@ ANSWERS = {
         "mem_no_heads": _mem(lambda B, h, T, bpe, L: B * T * T * bpe * L),
         "mem_bytes_2": _mem(lambda B, h, T, bpe, L: B * h * T * T * 2 * L),
         "mem_gib": _mem(lambda B, h, T, bpe, L: B * h * T * T * bpe * L / 2**30),
-    },
-    "generation_flops": {
+    }),
+    "generation_flops": (_generation_cases, {
         "flops": _gen(generation),
         "gen_from_0": _gen(lambda T, d, kv: generation(T, d, kv, range(0, T))),
         "gen_no_last": _gen(lambda T, d, kv: generation(T, d, kv, range(1, T))),
@@ -147,5 +140,5 @@ ANSWERS = {
         "gen_cache_projection": _gen(lambda T, d, kv: sum(8 * t * d**2 + 4 * t * d for t in range(1, T + 1)) if kv else None),
         "gen_cache_queries": _gen(lambda T, d, kv: sum(8 * d**2 + 4 * t**2 * d for t in range(1, T + 1)) if kv else None),
         "gen_macs": _gen(lambda T, d, kv: generation(T, d, kv) // 2),
-    },
-}
+    }),
+})

@@ -8,7 +8,7 @@ A buggy reference may leave NaN in rows where its mask blocks every key; the ver
 import numpy as np
 
 from .references import softmax, swap, triu
-from .seeding import rng
+from .seeding import graded, rng
 
 # ------------------------------------------------------------ cases
 
@@ -39,8 +39,8 @@ def _sdpa_case(g, stage, B, h, T, S, dk, dtype="float64", mask=None, is_causal=N
             "training": training, "dtype": dtype, "kind": kind, "torch_seed": int(g.integers(2**31))}
 
 
-def _sdpa_cases(seed, hidden):
-    g = rng(seed, "sdpa_attention" + str(hidden))
+def _sdpa_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
             _sdpa_case(g, "形状与 dtype：float32，不带掩码", 1, 2, 3, 3, 4, dtype="float32"),
@@ -67,8 +67,8 @@ def _sdpa_cases(seed, hidden):
     ]
 
 
-def _decode_cases(seed, hidden):
-    g = rng(seed, "decode_step" + str(hidden))
+def _decode_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
 
     def case(stage, B, h, S, dk, dtype="float64"):
         return {"stage": stage, "q_new": g.normal(size=(B, h, 1, dk)), "k_cache": g.normal(size=(B, h, S, dk)),
@@ -89,8 +89,8 @@ def _decode_cases(seed, hidden):
 _PROJ = ("W_q", "W_k", "W_v", "W_o")
 
 
-def _to_torch_cases(seed, hidden):
-    g = rng(seed, "to_torch_mha" + str(hidden))
+def _to_torch_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
 
     def case(stage, d, h, bias, B=2, T=5):
         c = {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "x": g.normal(size=(B, T, d))}
@@ -112,8 +112,8 @@ def _to_torch_cases(seed, hidden):
     ]
 
 
-def _forward_cases(seed, hidden):
-    g = rng(seed, "torch_mha_forward" + str(hidden))
+def _forward_cases(seed, hidden, salt):
+    g = rng(seed, salt + str(hidden))
 
     def case(stage, d, h, bias=True, B=2, T=5, lengths=None, causal=None, dtype="float64"):
         return {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "dtype": dtype,
@@ -136,14 +136,6 @@ def _forward_cases(seed, hidden):
         case("1 个头，padding + causal", 6, 1, lengths=[4, 2], causal=True, T=4),
         case("causal=False 显式给出、key_padding=None", 8, 2, causal=False, B=3, T=3),
     ]
-
-
-CASES = {
-    "sdpa_attention": _sdpa_cases,
-    "decode_step": _decode_cases,
-    "to_torch_mha": _to_torch_cases,
-    "torch_mha_forward": _forward_cases,
-}
 
 
 # ------------------------------------------------------------ answers
@@ -262,8 +254,8 @@ def _y_to_torch(c):
     return mha_ref(c["x"], _cat(c, "qkv"), b_in, c["W_o"], c["W_o_bias"], c["n_heads"])
 
 
-ANSWERS = {
-    "sdpa_attention": {
+CASES, ANSWERS = graded({
+    "sdpa_attention": (_sdpa_cases, {
         "ref": sdpa_ref,
         "weights": lambda c: attention_ref(c["q"], c["k"], c["v"])[1],
         "flip_tril": _with_blocked(lambda m, c, causal: ~m | c if causal else ~m),    # allowed = mask & tril
@@ -275,23 +267,23 @@ ANSWERS = {
         "causal_lower": _causal_variant(lambda T, S: np.tril(np.ones((T, S), dtype=bool), -1)),
         "causal_diagonal0": _causal_variant(lambda T, S: np.triu(np.ones((T, S), dtype=bool), 0)),
         "scale_dk": lambda c: attention_ref(c["q"], c["k"], c["v"], _sdpa_blocked(c), scale=1.0 / c["q"].shape[-1])[0],
-    },
-    "decode_step": {
+    }),
+    "decode_step": (_decode_cases, {
         "ref": _decode(),
         "first_key": _decode(slice(0, 1)),
         "no_last_key": lambda c: _decode(slice(0, -1))(c) if c["k_cache"].shape[-2] > 1 else np.zeros(c["q_new"].shape),
         "last_key": _decode(slice(-1, None)),
         "scale_dk": lambda c: _decode(scale=1.0 / c["q_new"].shape[-1])(c),
         "no_scale": _decode(scale=1.0),
-    },
-    "to_torch_mha": {
+    }),
+    "to_torch_mha": (_to_torch_cases, {
         "in_proj_weight": lambda c: _cat(c, "qkv"),
         "in_proj_bias": lambda c: _cat(c, "qkv", key="_bias"),
         **{f"layout_{order}_{tr}": (lambda c, order=order, tr=tr: _cat(c, order, tr))
            for order in ("qkv", "kqv", "qvk", "vqk", "kvq", "vkq") for tr in (False, True)},
         "y": _y_to_torch,
-    },
-    "torch_mha_forward": {
+    }),
+    "torch_mha_forward": (_forward_cases, {
         "ref": _forward_ref,
         "padding_inverted": _fwd_bug(lambda c: c["key_padding"] is not None,
                                      lambda kp, causal, T: _pad(~kp) | (triu(T) if causal else False)),
@@ -301,5 +293,5 @@ ANSWERS = {
         "causal_tril": _fwd_bug(lambda c: c["causal"], lambda kp, causal, T: _pad(kp) | np.tril(np.ones((T, T), dtype=bool))),
         "causal_diagonal0": _fwd_bug(lambda c: c["causal"], lambda kp, causal, T: _pad(kp) | triu(T, k=0)),
         "transposed_x": lambda c: _forward_ref(c, transpose_x=True),
-    },
-}
+    }),
+})

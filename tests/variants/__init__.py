@@ -1,8 +1,8 @@
 """Answer-cell variants per exercise for the grader's mutation suite.
 
-Each module, named after its notebook (`nb01_self_attention.py`), defines VARIANTS = {grade_id:
-{"solution": notebook_solution(grade_id), "correct": [src, ...], "buggy": [(src, diagnosis_substring), ...],
-"warned": [diagnosis_substring, ...]}}.
+Each module, named after its notebook (`nb01_self_attention.py`), defines VARIANTS = with_solutions({grade_id:
+{"correct": [src, ...], "buggy": [(src, diagnosis_substring), ...], "warned": [diagnosis_substring, ...]}}), which
+adds each exercise's "solution": notebook_solution(grade_id).
 Every src is a complete answer cell (imports included); the solution is the notebook's own.
 "buggy" variants must lose points, their first failing check naming the diagnosis; "warned" lists the
 diagnoses of the buggy variants that are bugs the exercise's prompt or the course text warns about: the
@@ -27,6 +27,21 @@ def _definitions(source):
         return ""
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)
     return "\n".join(ast.get_source_segment(source, node) for node in tree.body if isinstance(node, keep))
+
+
+def exercises_of(notebook):
+    """The grade_ids of a notebook's exercises, from the registry (the order of its student module)."""
+    if notebook not in registry.NOTEBOOK_OF.values():
+        raise KeyError(f"{notebook}: no exercise in the registry")
+    return [gid for gid, name in registry.NOTEBOOK_OF.items() if name == notebook]
+
+
+def with_solutions(table):
+    """A mutation table with each exercise's "solution" (its notebook's, notebook_solution) filled in: the table
+    spells a grade_id once, as its key."""
+    for grade_id, entry in table.items():
+        entry.setdefault("solution", notebook_solution(grade_id))
+    return table
 
 
 def notebook_solution(grade_id):

@@ -1,5 +1,5 @@
 """Variants of notebook 01's answers."""
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 # self-contained answers (each cell defines what it uses): the honest student of tests/grading_class.py
 SOFTMAX = '''
@@ -56,9 +56,8 @@ BINDING_STYLES = [
     "import numpy as np\ndef _stable(x, axis=-1):\n" + _BODY + "_ = [softmax := f for f in [_stable]]\n",
 ]
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "softmax": {
-        "solution": notebook_solution("softmax"),
         "correct": [
             # a docstring that talks about the grader (red team, issue 12: it was taken for a reference)
             '''
@@ -128,7 +127,6 @@ def softmax(x, axis=-1):
         ],
     },
     "self_attention": {
-        "solution": notebook_solution("self_attention"),
         "correct": [
             '''
 import numpy as np
@@ -162,7 +160,6 @@ def self_attention(X, W_q, W_k, W_v):
         ],
     },
     "score_diagnostics": {
-        "solution": notebook_solution("score_diagnostics"),
         "correct": [
             '''
 import numpy as np
@@ -202,7 +199,7 @@ def asymmetry(S):
             (DIAG.replace(" / np.linalg.norm(S))", ")"), "忘了除以"),
         ],
     },
-}
+})
 
 # decorators and methods named like builtins: correct styles (issue 11)
 VARIANTS["softmax"]["correct"] += [

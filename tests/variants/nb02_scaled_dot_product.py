@@ -1,5 +1,5 @@
 """Variants of notebook 02's answers (§2)."""
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 FORWARD = '''
 import numpy as np
@@ -168,9 +168,8 @@ def init_score_std(d, weight_bound, input_var=1.0):
     return float(var_q)
 '''
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "attention_forward": {
-        "solution": notebook_solution("attention_forward"),
         "correct": [
             # einsum, additive mask with a large finite negative number
             '''
@@ -235,7 +234,6 @@ def attention_forward(Q, K, V, mask=None):
         ],
     },
     "attention_backward": {
-        "solution": notebook_solution("attention_backward"),
         "correct": [
             # einsum; D from dA and A; cache is a dict
             '''
@@ -330,7 +328,6 @@ def attention_backward(dY, cache):
         ],
     },
     "numerical_gradient": {
-        "solution": notebook_solution("numerical_gradient"),
         "correct": [
             # flat view, try/finally
             '''
@@ -397,7 +394,6 @@ def numerical_gradient(f, x, eps=1e-6):
         ],
     },
     "attention_function": {
-        "solution": notebook_solution("attention_function"),
         "correct": [
             # einsum and D from dA ⊙ A
             '''
@@ -486,7 +482,6 @@ class AttentionFunction(torch.autograd.Function):
         ],
     },
     "init_score_std": {
-        "solution": notebook_solution("init_score_std"),
         "correct": [
             '''
 import numpy as np
@@ -510,7 +505,7 @@ def init_score_std(d, weight_bound, input_var=1.0):
             (INIT.replace("var_q = d * input_var * var_w", "var_q = d * input_var ** 0.5 * var_w"), "input_var 是"),
         ],
     },
-}
+})
 
 # decorated answers: correct styles (issue 11)
 VARIANTS["attention_forward"]["correct"] += [decorated(FORWARD, "attention_forward", "@torch.no_grad()")]

@@ -1,5 +1,5 @@
 """Variants of notebook 03's answers (§3 masks)."""
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 CAUSAL = '''
 import torch
@@ -55,9 +55,8 @@ def _mask(key_padding, T):
     return key_padding[:, None, :] | causal
 '''
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "causal_mask": {
-        "solution": notebook_solution("causal_mask"),
         "correct": [
             '''
 import torch
@@ -102,7 +101,6 @@ def causal_mask(T):
         ],
     },
     "padding_mask": {
-        "solution": notebook_solution("padding_mask"),
         "correct": [
             '''
 import torch
@@ -139,7 +137,6 @@ def padding_mask(lengths, T, side="right"):
         ],
     },
     "attention_mask": {
-        "solution": notebook_solution("attention_mask"),
         "correct": [
             '''
 import torch
@@ -173,7 +170,6 @@ def attention_mask(key_padding, causal=True):
         ],
     },
     "masked_softmax": {
-        "solution": notebook_solution("masked_softmax"),
         "correct": [
             # -inf, then zero the fully blocked rows explicitly (torch.where keeps grads finite)
             '''
@@ -249,7 +245,6 @@ def masked_softmax(scores, mask):
         ],
     },
     "leftpad_safe": {
-        "solution": notebook_solution("leftpad_safe"),
         "correct": [
             # fix 1: finite fill finfo.min (pad rows uniform)
             _LP_HEAD + '''
@@ -307,7 +302,7 @@ def safe_causal_attention(q, k, v, key_padding):
              "修改了输入"),
         ],
     },
-}
+})
 
 # an lru_cache'd mask builder and a decorated answer: correct styles (issue 11)
 VARIANTS["causal_mask"]["correct"] += [decorated(CAUSAL, "causal_mask", "@functools.lru_cache(maxsize=None)")]

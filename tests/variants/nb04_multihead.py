@@ -1,6 +1,6 @@
 """Variants of notebook 04's answers."""
 
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 SPLIT_MERGE = '''
 import torch
@@ -289,9 +289,8 @@ MHA_ALWAYS_UNSQUEEZE = MHA.replace(
 
 MHA_FILL_SMALL = MHA.replace('float("-inf")', "-30.0")
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "split_merge_heads": {
-        "solution": notebook_solution("split_merge_heads"),
         "correct": [
             # split into chunks and stack; concatenate back
             '''
@@ -339,7 +338,6 @@ def merge_heads(x):
         ],
     },
     "mha": {
-        "solution": notebook_solution("mha"),
         "correct": [MHA_EINSUM, MHA_PERMUTE, MHA_LOOP, MHA_OWN_SDPA_HELPER,
                     # red team round 4: a question in the docstring was read as IPython's `name?`
                     MHA.replace("class MultiHeadAttention(nn.Module):\n",
@@ -377,7 +375,7 @@ def merge_heads(x):
              "need_weights=False 与 need_weights=True"),
         ],
     },
-}
+})
 
 # finding B1 of the red team: the answer switches the kernel-side detector off, then uses torch's MHA
 MHA_PATCHES_DETECTOR = '''
@@ -835,8 +833,7 @@ def mha_property_errors(mha_cls, d_model=16, n_heads=4):
 '''
 
 
-VARIANTS["mha_selfcheck"] = {
-    "solution": notebook_solution("mha_selfcheck"),
+VARIANTS.update(with_solutions({"mha_selfcheck": {
     "correct": [SELFCHECK, SELFCHECK_LOOP, SELFCHECK_EINSUM, SELFCHECK_SIZES, decorated(SELFCHECK, "mha_property_errors"),
                 SELFCHECK_FLOAT32],
     "buggy": [
@@ -869,7 +866,7 @@ VARIANTS["mha_selfcheck"] = {
         (CHEAT_ONE_NUMBER, "你的检查把一个错误报在了看不出它的性质上"),
         (fingerprint_checker(), "你的检查把一个错误报在了看不出它的性质上"),
     ],
-}
+}}))
 # the prompt warns about the flip of SDPA's mask and names W_O among what h = 1 sees: the public check names them
 VARIANTS["mha_selfcheck"]["warned"] = ["你的检查没有发现：掩码的约定反了", "你的检查没有发现：缺少输出投影 W_o"]
 # a thread pool in the answer cell, for something else, joined by its `with` before any check (the thread check)

@@ -1,5 +1,5 @@
 """Variants of notebook 05's answers (§5 complexity)."""
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 FLOPS = '''
 def mha_flops(T, d):
@@ -25,9 +25,8 @@ def generation_flops(T, d, kv_cache):
     return total
 '''
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "flops": {
-        "solution": notebook_solution("flops"),
         "correct": [
             # step by step from the matmul shapes, 2mkn each
             '''
@@ -67,7 +66,6 @@ def attention_flop_share(T, d):
         ],
     },
     "attn_memory": {
-        "solution": notebook_solution("attn_memory"),
         "correct": [
             '''
 import math
@@ -91,7 +89,6 @@ def attn_matrix_bytes(B, h, T, bytes_per_element=2, n_layers=1):
         ],
     },
     "generation_flops": {
-        "solution": notebook_solution("generation_flops"),
         "correct": [
             # closed form sums, integer arithmetic
             '''
@@ -131,7 +128,7 @@ def generation_flops(T, d, kv_cache):
 ''', "int"),
         ],
     },
-}
+})
 
 # cached and decorated formulas: correct styles (issue 11)
 VARIANTS["flops"]["correct"] += [decorated(FLOPS, "mha_flops", "@functools.lru_cache(maxsize=None)")]

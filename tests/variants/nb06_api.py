@@ -3,7 +3,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.variants import decorated, notebook_solution
+from tests.variants import decorated, with_solutions
 
 
 def _course_mha_class():
@@ -64,9 +64,8 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
     return y
 '''
 
-VARIANTS = {
+VARIANTS = with_solutions({
     "sdpa_attention": {
-        "solution": notebook_solution("sdpa_attention"),
         "correct": [
             # additive float mask (0 / -inf), SDPA imported by name
             '''
@@ -140,7 +139,6 @@ def sdpa_attention(q, k, v, mask=None, is_causal=False, dropout_p=0.0, training=
         ],
     },
     "decode_step": {
-        "solution": notebook_solution("decode_step"),
         "correct": [
             '''
 import math
@@ -187,7 +185,6 @@ def decode_step(q_new, k_cache, v_cache):
         ],
     },
     "to_torch_mha": {
-        "solution": notebook_solution("to_torch_mha"),
         "correct": [
             # load_state_dict with the packed layout
             MHA_CLASS + '''
@@ -231,7 +228,6 @@ def to_torch_mha(mha):
         ],
     },
     "torch_mha_forward": {
-        "solution": notebook_solution("torch_mha_forward"),
         "correct": [
             # one merged bool mask of shape (B·h, T, T)
             '''
@@ -282,7 +278,7 @@ def torch_mha_forward(torch_mha, x, key_padding=None, causal=False):
             (FORWARD.replace("    if causal:\n        attn_mask", "    if False:\n        attn_mask"), "没有加因果掩码"),
         ],
     },
-}
+})
 
 # -------- issue 36 §3: star imports (torch, torch.nn.functional, numpy) in the answer cell
 VARIANTS["sdpa_attention"]["correct"] += ['''

@@ -9,7 +9,7 @@ import numpy as np
 from w1d1_student.case_inputs import make_f
 
 from .references import naive_softmax, softmax, swap
-from .seeding import graded, rng
+from .seeding import graded, known, rng
 
 # ------------------------------------------------------------ cases
 
@@ -33,7 +33,9 @@ def _random_mask(g, shape, p=0.4, dead_keys=()):
     return rows.reshape(shape)
 
 
-def _qkv(g, batch, T, S, d_k, d_v, scale=1.0):
+def _qkv(g, batch, sizes, scale=1.0):
+    """Q, K, V of batch shape `batch`; sizes = (T, S, d_k, d_v)."""
+    T, S, d_k, d_v = sizes
     return {"Q": g.normal(size=(*batch, T, d_k)) * scale, "K": g.normal(size=(*batch, S, d_k)),
             "V": g.normal(size=(*batch, S, d_v))}
 
@@ -55,26 +57,26 @@ def _forward_cases(seed, hidden, salt):
     g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
-            {"stage": "形状：T=S=3, d_k=4, d_v=2，无掩码", **_qkv(g, (), 3, 3, 4, 2), "mask": None},
-            {"stage": "T=S=1：只有一个 key，A=[[1]]，只剩值通路 Y=V", **_qkv(g, (), 1, 1, 3, 2), "mask": None},
-            {"stage": "因果掩码 T=S=4：query 0 只能看 key 0，y_0 = v_0", **_qkv(g, (), 4, 4, 3, 3),
+            {"stage": "形状：T=S=3, d_k=4, d_v=2，无掩码", **_qkv(g, (), (3, 3, 4, 2)), "mask": None},
+            {"stage": "T=S=1：只有一个 key，A=[[1]]，只剩值通路 Y=V", **_qkv(g, (), (1, 1, 3, 2)), "mask": None},
+            {"stage": "因果掩码 T=S=4：query 0 只能看 key 0，y_0 = v_0", **_qkv(g, (), (4, 4, 3, 3)),
              "mask": _causal(4)},
-            {"stage": "d_k=8 ≠ d_v=3，T=3 ≠ S=5：缩放用 √d_k", **_qkv(g, (), 3, 5, 8, 3), "mask": None},
+            {"stage": "d_k=8 ≠ d_v=3，T=3 ≠ S=5：缩放用 √d_k", **_qkv(g, (), (3, 5, 8, 3)), "mask": None},
             {"stage": "批维 (2,)，T=3 ≠ S=4，因果掩码 (T,S) 广播到批维：转置只交换最后两维（swapaxes，不是 .T）",
-             **_qkv(g, (2,), 3, 4, 5, 2), "mask": _causal(3, 4), "batch": True},
+             **_qkv(g, (2,), (3, 4, 5, 2)), "mask": _causal(3, 4), "batch": True},
             {"stage": "大分数：query 0 对 key 0 的分数是 2000（exp 会溢出），softmax 要先减去行最大值",
-             **_large_row(_qkv(g, (), 3, 4, 4, 2)), "mask": None},
+             **_large_row(_qkv(g, (), (3, 4, 4, 2))), "mask": None},
         ]
     return [
-        {"stage": "批维 (2,3)，T=4 ≠ S=6，d_k=5，d_v=2，无掩码", **_qkv(g, (2, 3), 4, 6, 5, 2), "mask": None, "batch": True},
-        {"stage": "批维 (2,)，T=S=5，因果掩码 (T,S) 广播到批维", **_qkv(g, (2,), 5, 5, 4, 3), "mask": _causal(5),
+        {"stage": "批维 (2,3)，T=4 ≠ S=6，d_k=5，d_v=2，无掩码", **_qkv(g, (2, 3), (4, 6, 5, 2)), "mask": None, "batch": True},
+        {"stage": "批维 (2,)，T=S=5，因果掩码 (T,S) 广播到批维", **_qkv(g, (2,), (5, 5, 4, 3)), "mask": _causal(5),
          "batch": True},
-        {"stage": "padding 掩码 (B,1,S)：B=3，T=4 ≠ S=6，长度 [6,3,1]", **_qkv(g, (3,), 4, 6, 3, 4),
+        {"stage": "padding 掩码 (B,1,S)：B=3，T=4 ≠ S=6，长度 [6,3,1]", **_qkv(g, (3,), (4, 6, 3, 4)),
          "mask": _pad_mask([6, 3, 1], 6), "batch": True},
-        {"stage": "随机掩码 (2,3,T,S)，T=5，S=7，每个 query 至少留一个 key", **_qkv(g, (2, 3), 5, 7, 4, 3),
+        {"stage": "随机掩码 (2,3,T,S)，T=5，S=7，每个 query 至少留一个 key", **_qkv(g, (2, 3), (5, 7, 4, 3)),
          "mask": _random_mask(g, (2, 3, 5, 7), dead_keys=(2,)), "batch": True},
         {"stage": "大分数（Q 放大 30 倍，query 0 对 key 0 的分数是 2000）：softmax 必须数值稳定",
-         **_large_row(_qkv(g, (2,), 6, 6, 8, 3, scale=30.0)), "mask": _causal(6), "batch": True},
+         **_large_row(_qkv(g, (2,), (6, 6, 8, 3), scale=30.0)), "mask": _causal(6), "batch": True},
     ]
 
 
@@ -84,7 +86,7 @@ def LARGE(g):
     differences, complex step), far past the kernel's time limit per cell, which then costs that check only
     (bench/numerical_backward.py measures each)."""
     case = {"stage": "大规模：批维 (2,)，T=S=768，d_k=d_v=16，无掩码：手推的反向和前向差不多快，数值微分（每个输入一次前向）来不及",
-            **_qkv(g, (2,), 768, 768, 16, 16), "mask": None, "batch": True}
+            **_qkv(g, (2,), (768, 768, 16, 16)), "mask": None, "batch": True}
     case["dY"] = g.normal(size=case["V"].shape)
     return case
 
@@ -101,7 +103,7 @@ def _backward_cases(seed, hidden, salt):
         cases[2]["stage"] = "因果掩码 T=S=4：y_0 = v_0 与 q_0 无关，所以 dQ 的第 0 行为 0"
         cases[1]["stage"] = "T=S=1：只剩值通路，dV = dY，dQ = dK = 0"
         pad = {"stage": "padding：最后两个 key 是 pad，谁也看不到，dK、dV 的这两行必须恰为 0",
-               **_qkv(g, (), 3, 5, 4, 2), "mask": _pad_mask([3], 5)[0]}
+               **_qkv(g, (), (3, 5, 4, 2)), "mask": _pad_mask([3], 5)[0]}
         pad["dY"] = g.normal(size=(3, 2))
         pad["dead_keys"] = np.broadcast_to(pad["mask"], (3, 5)).all(axis=-2)
         cases.append(pad)
@@ -142,17 +144,17 @@ def _function_cases(seed, hidden, salt):
         c["gradcheck"] = False
     g = rng(seed, salt + str(hidden))
     if not hidden:
-        small = {"stage": "gradcheck（float64，T=S=3，因果掩码）", **_qkv(g, (), 3, 3, 2, 2), "mask": _causal(3),
+        small = {"stage": "gradcheck（float64，T=S=3，因果掩码）", **_qkv(g, (), (3, 3, 2, 2)), "mask": _causal(3),
                  "dtype": "float64", "gradcheck": True}
         small["dY"] = g.normal(size=(3, 2))
-        f32 = {"stage": "float32 输入：输出和梯度都保持 float32", **_qkv(g, (2,), 4, 4, 4, 3), "mask": _causal(4),
+        f32 = {"stage": "float32 输入：输出和梯度都保持 float32", **_qkv(g, (2,), (4, 4, 4, 3)), "mask": _causal(4),
                "dtype": "float32", "gradcheck": False}
         f32["dY"] = g.normal(size=(2, 4, 3))
         return [cases[0], cases[2], cases[-1], small, f32]  # the padding case is the last one
-    small = {"stage": "gradcheck（float64，批维 (2,)，T=2 ≠ S=3，padding 掩码）", **_qkv(g, (2,), 2, 3, 2, 2),
+    small = {"stage": "gradcheck（float64，批维 (2,)，T=2 ≠ S=3，padding 掩码）", **_qkv(g, (2,), (2, 3, 2, 2)),
              "mask": _pad_mask([3, 2], 3), "dtype": "float64", "gradcheck": True}
     small["dY"] = g.normal(size=(2, 2, 2))
-    f32 = {"stage": "float32，批维 (2,2)，随机掩码", **_qkv(g, (2, 2), 3, 5, 4, 2),
+    f32 = {"stage": "float32，批维 (2,2)，随机掩码", **_qkv(g, (2, 2), (3, 5, 4, 2)),
            "mask": _random_mask(g, (2, 2, 3, 5)), "dtype": "float32", "gradcheck": False}
     f32["dY"] = g.normal(size=(2, 2, 3, 2))
     return [cases[0], cases[1], cases[2], cases[3], small, f32, cases[-1]]  # the last: LARGE
@@ -178,10 +180,14 @@ def _init_cases(seed, hidden, salt):
 
 # ------------------------------------------------------------ answers
 
-def forward_ref(Q, K, V, mask=None, *, scale=None, axis=-1, mask_mode="before", stable=True):
-    """Y, A of softmax(s Q Kᵀ + mask) V. mask_mode reproduces mask bugs:
-    before (correct), after (zeroed after softmax), inverted (-inf), inverted_finite, zero, none;
+FORWARD_RIGHT = {"scale": None, "axis": -1, "mask_mode": "before", "stable": True}
+
+
+def forward_ref(Q, K, V, mask=None, **bug):
+    """Y, A of softmax(s Q Kᵀ + mask) V; `bug` sets what differs from FORWARD_RIGHT: scale (None: 1/√d_k), the softmax
+    axis, mask_mode (before: correct; after: zeroed after softmax; inverted: -inf; inverted_finite; zero; none),
     stable=False: the softmax without the row maximum subtracted."""
+    scale, axis, mask_mode, stable = {**FORWARD_RIGHT, **known(bug, FORWARD_RIGHT)}.values()
     s = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     S = s * (Q @ swap(K))
     if mask is not None:

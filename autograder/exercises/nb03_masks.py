@@ -115,8 +115,9 @@ def _masked_softmax_cases(seed, hidden, salt):
     ]
 
 
-def _lp_case(g, stage, lengths, T, d, dtype, pad_upstream="zero"):
-    B = len(lengths)
+def _lp_case(g, stage, lengths, size, dtype, pad_upstream="zero"):
+    """One left-padded case; size = (T, d)."""
+    (T, d), B = size, len(lengths)
     kp = _left_pad(lengths, T)
     gy = g.normal(size=(B, T, d))
     if pad_upstream == "zero":
@@ -129,20 +130,20 @@ def _leftpad_cases(seed, hidden, salt):
     g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
-            _lp_case(g, "B=1，T=3，没有 pad：就是普通的因果注意力（float64）", [3], 3, 2, "float64"),
+            _lp_case(g, "B=1，T=3，没有 pad：就是普通的因果注意力（float64）", [3], (3, 2), "float64"),
             _lp_case(g, "左补齐 [pad, pad, A, B, C] 与一个满长样本（float64），pad 行的上游梯度为 0",
-                     [3, 5], 5, 4, "float64"),
+                     [3, 5], (5, 4), "float64"),
             _lp_case(g, "左补齐 B=3，T=6，lengths=[6, 2, 4]（float32），pad 行的上游梯度为 0",
-                     [6, 2, 4], 6, 8, "float32"),
+                     [6, 2, 4], (6, 8), "float32"),
         ]
     return [
-        _lp_case(g, "pad 行的上游梯度不为 0：输出和梯度仍须处处有限（float64）", [2, 4, 1], 4, 3, "float64",
+        _lp_case(g, "pad 行的上游梯度不为 0：输出和梯度仍须处处有限（float64）", [2, 4, 1], (4, 3), "float64",
                  pad_upstream="random"),
-        _lp_case(g, "只有最后一个位置是真实 token（float32）", [1, 7], 7, 4, "float32"),
-        _lp_case(g, "整条样本都是 pad（长度 0）（float64）：仍须有限", [0, 5], 5, 4, "float64"),
-        _lp_case(g, "随机长度 B=4，T=9，d=16（float32），pad 行上游梯度不为 0", [9, 3, 6, 1], 9, 16, "float32",
+        _lp_case(g, "只有最后一个位置是真实 token（float32）", [1, 7], (7, 4), "float32"),
+        _lp_case(g, "整条样本都是 pad（长度 0）（float64）：仍须有限", [0, 5], (5, 4), "float64"),
+        _lp_case(g, "随机长度 B=4，T=9，d=16（float32），pad 行上游梯度不为 0", [9, 3, 6, 1], (9, 16), "float32",
                  pad_upstream="random"),
-        _lp_case(g, "随机长度 B=4，T=9，d=16（float64）", list(g.integers(1, 10, size=4)), 9, 16, "float64"),
+        _lp_case(g, "随机长度 B=4，T=9，d=16（float64）", list(g.integers(1, 10, size=4)), (9, 16), "float64"),
     ]
 
 

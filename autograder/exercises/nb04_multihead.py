@@ -14,7 +14,7 @@ import numpy as np
 
 from .private import PRIVATE
 from .references import softmax
-from .seeding import graded, rng
+from .seeding import graded, known, rng
 
 # ------------------------------------------------------------ cases
 
@@ -77,8 +77,13 @@ _MASK_LABEL = {None: "无掩码", "causal_TT": "因果掩码 (T,T)", "pad_B1TT":
                "causal_pad_B1TT": "因果 + padding 合成掩码 (B,1,T,T)", "perhead_BhTT": "每个头各自的掩码 (B,h,T,T)"}
 
 
-def _mha_case(g, stage, *, kind="forward", B=2, T=4, d=8, h=2, bias=True, dtype="float64", mask=None,
-              w_scale=1.5):
+MHA_CASE = {"kind": "forward", "B": 2, "T": 4, "d": 8, "h": 2, "bias": True, "dtype": "float64", "mask": None,
+            "w_scale": 1.5}
+
+
+def _mha_case(g, stage, **shape):
+    """One case; `shape` sets what differs from MHA_CASE."""
+    kind, B, T, d, h, bias, dtype, mask, w_scale = {**MHA_CASE, **known(shape, MHA_CASE)}.values()
     case = {"stage": stage, "kind": kind, "B": B, "T": T, "d": d, "h": h, "bias": bias, "dtype": dtype,
             "mask_kind": mask}
     for name in ("q", "k", "v", "o"):
@@ -157,9 +162,12 @@ def _lin(z, W, b):
     return z @ W.T + (0.0 if b is None else b)
 
 
-def mha_ref(c, *, split="ok", merge="ok", scale="dk", mask_mode="ok", wo=True, axis=-1, x=None,
-            want_cache=False):
-    """Float64 MHA from the case's weights (nn.Linear layout: y = z Wᵀ + b). Options reproduce bugs."""
+MHA_RIGHT = {"split": "ok", "merge": "ok", "scale": "dk", "mask_mode": "ok", "wo": True, "axis": -1}
+
+
+def mha_ref(c, x=None, want_cache=False, **bug):
+    """Float64 MHA from the case's weights (nn.Linear layout: y = z Wᵀ + b); `bug` sets what differs from MHA_RIGHT."""
+    split, merge, scale, mask_mode, wo, axis = {**MHA_RIGHT, **known(bug, MHA_RIGHT)}.values()
     x = c["x"] if x is None else x
     d = x.shape[-1]
     h = c["h"]

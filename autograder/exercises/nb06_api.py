@@ -8,7 +8,7 @@ A buggy reference may leave NaN in rows where its mask blocks every key; the ver
 import numpy as np
 
 from .references import softmax, swap, triu
-from .seeding import graded, rng
+from .seeding import graded, known, rng
 
 # ------------------------------------------------------------ cases
 
@@ -31,8 +31,15 @@ def _random_mask(g, shape, keep_diag=False):
     return m
 
 
-def _sdpa_case(g, stage, B, h, T, S, dk, dtype="float64", mask=None, is_causal=None, dropout_p=None,
-               training=None, kind="plain", identity_v=False, scale=1.0):
+SDPA_CASE = {"dtype": "float64", "mask": None, "is_causal": None, "dropout_p": None, "training": None, "kind": "plain",
+             "identity_v": False, "scale": 1.0}
+
+
+def _sdpa_case(g, stage, shape, **options):
+    """One case of shape (B, h, T, S, dk); `options` sets what differs from SDPA_CASE."""
+    B, h, T, S, dk = shape
+    dtype, mask, is_causal, dropout_p, training, kind, identity_v, scale = {
+        **SDPA_CASE, **known(options, SDPA_CASE)}.values()
     q, k = g.normal(size=(B, h, T, dk)) * scale, g.normal(size=(B, h, S, dk)) * scale
     v = np.broadcast_to(np.eye(S), (B, h, S, S)).copy() if identity_v else g.normal(size=(B, h, S, dk))
     return {"stage": stage, "q": q, "k": k, "v": v, "mask": mask, "is_causal": is_causal, "dropout_p": dropout_p,
@@ -43,27 +50,27 @@ def _sdpa_cases(seed, hidden, salt):
     g = rng(seed, salt + str(hidden))
     if not hidden:
         return [
-            _sdpa_case(g, "形状与 dtype：float32，不带掩码", 1, 2, 3, 3, 4, dtype="float32"),
-            _sdpa_case(g, "布尔掩码（课程约定 True = 屏蔽）：key padding，形状 (B,1,1,S)", 2, 2, 5, 5, 4,
+            _sdpa_case(g, "形状与 dtype：float32，不带掩码", (1, 2, 3, 3, 4), dtype="float32"),
+            _sdpa_case(g, "布尔掩码（课程约定 True = 屏蔽）：key padding，形状 (B,1,1,S)", (2, 2, 5, 5, 4),
                        mask=_padding([3, 4], 5)[:, None, None, :]),
-            _sdpa_case(g, "is_causal=True，不带 mask", 1, 2, 5, 5, 4, is_causal=True),
-            _sdpa_case(g, "mask 与 is_causal=True 同时给：padding + 因果", 2, 2, 5, 5, 4,
+            _sdpa_case(g, "is_causal=True，不带 mask", (1, 2, 5, 5, 4), is_causal=True),
+            _sdpa_case(g, "mask 与 is_causal=True 同时给：padding + 因果", (2, 2, 5, 5, 4),
                        mask=_padding([3, 4], 5)[:, None, None, :], is_causal=True),
-            _sdpa_case(g, "dropout_p=0.5 但 training=False：必须是确定的、不做 dropout", 2, 2, 4, 4, 4,
+            _sdpa_case(g, "dropout_p=0.5 但 training=False：必须是确定的、不做 dropout", (2, 2, 4, 4, 4),
                        dropout_p=0.5, training=False),
-            _sdpa_case(g, "training=True、dropout_p=0.5：训练时要做 dropout（V 取单位阵，输出就是权重）", 1, 2, 16, 16, 4,
+            _sdpa_case(g, "training=True、dropout_p=0.5：训练时要做 dropout（V 取单位阵，输出就是权重）", (1, 2, 16, 16, 4),
                        dropout_p=0.5, training=True, kind="dropout_train", identity_v=True, scale=0.5),
         ]
     return [
-        _sdpa_case(g, "T=3 ≠ S=6，二维掩码 (T,S)，float32", 2, 2, 3, 6, 8, dtype="float32",
+        _sdpa_case(g, "T=3 ≠ S=6，二维掩码 (T,S)，float32", (2, 2, 3, 6, 8), dtype="float32",
                    mask=_random_mask(g, (3, 6))),
-        _sdpa_case(g, "每个头各自的掩码 (B,h,T,T)", 2, 3, 6, 6, 4, mask=_random_mask(g, (2, 3, 6, 6))),
-        _sdpa_case(g, "每个头各自的掩码 + is_causal=True，float32", 2, 3, 6, 6, 4, dtype="float32",
+        _sdpa_case(g, "每个头各自的掩码 (B,h,T,T)", (2, 3, 6, 6, 4), mask=_random_mask(g, (2, 3, 6, 6))),
+        _sdpa_case(g, "每个头各自的掩码 + is_causal=True，float32", (2, 3, 6, 6, 4), dtype="float32",
                    mask=_random_mask(g, (2, 3, 6, 6), keep_diag=True), is_causal=True),
-        _sdpa_case(g, "is_causal=True 且 training=False、dropout_p=0.5", 1, 2, 7, 7, 4, is_causal=True,
+        _sdpa_case(g, "is_causal=True 且 training=False、dropout_p=0.5", (1, 2, 7, 7, 4), is_causal=True,
                    dropout_p=0.5, training=False),
         _sdpa_case(g, "training=True、dropout_p=0.3：权重被随机置 0，保留的除以 1-p（V 取单位阵，输出就是权重）",
-                   2, 2, 8, 8, 4, dropout_p=0.3, training=True, kind="dropout_train", identity_v=True, scale=0.5),
+                   (2, 2, 8, 8, 4), dropout_p=0.3, training=True, kind="dropout_train", identity_v=True, scale=0.5),
     ]
 
 
@@ -112,10 +119,14 @@ def _to_torch_cases(seed, hidden, salt):
     ]
 
 
+FORWARD_CASE = {"bias": True, "B": 2, "T": 5, "lengths": None, "causal": None, "dtype": "float64"}
+
+
 def _forward_cases(seed, hidden, salt):
     g = rng(seed, salt + str(hidden))
 
-    def case(stage, d, h, bias=True, B=2, T=5, lengths=None, causal=None, dtype="float64"):
+    def case(stage, d, h, **options):
+        bias, B, T, lengths, causal, dtype = {**FORWARD_CASE, **known(options, FORWARD_CASE)}.values()
         return {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "dtype": dtype,
                 "x": g.normal(size=(B, T, d)),
                 "in_proj_weight": g.normal(size=(3 * d, d)) / np.sqrt(d),
@@ -200,9 +211,10 @@ def _decode(keys=slice(None), scale=None):
     return lambda c: attention_ref(c["q_new"], c["k_cache"][..., keys, :], c["v_cache"][..., keys, :], scale=scale)[0]
 
 
-def mha_ref(x, w_in, b_in, w_out, b_out, h, blocked=None):
-    """nn.MultiheadAttention(batch_first=True) in float64; blocked (B,T,T) or (T,T), True = blocked."""
-    B, T, d = x.shape
+def mha_ref(x, weights, h, blocked=None):
+    """nn.MultiheadAttention(batch_first=True) in float64; weights = (w_in, b_in, w_out, b_out); blocked (B,T,T) or
+    (T,T), True = blocked."""
+    (B, T, d), (w_in, b_in, w_out, b_out) = x.shape, weights
     qkv = x @ w_in.T + (0.0 if b_in is None else b_in)
     q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(B, T, h, d // h).transpose(0, 2, 1, 3) for i in range(3))
     if blocked is not None and blocked.ndim == 3:
@@ -236,8 +248,8 @@ def _forward_ref(case, blocked_fn=None, transpose_x=False):
         if blocked is None:
             return None
         blocked = np.broadcast_to(blocked, (B, T, T))
-    y = mha_ref(x, case["in_proj_weight"], case["in_proj_bias"], case["out_proj_weight"], case["out_proj_bias"],
-                case["n_heads"], blocked)
+    weights = (case["in_proj_weight"], case["in_proj_bias"], case["out_proj_weight"], case["out_proj_bias"])
+    y = mha_ref(x, weights, case["n_heads"], blocked)
     return y.transpose(1, 0, 2) if transpose_x else y
 
 
@@ -251,7 +263,7 @@ def _fwd_bug(when, blocked_fn):
 
 def _y_to_torch(c):
     b_in = _cat(c, "qkv", key="_bias") if c["bias"] else None
-    return mha_ref(c["x"], _cat(c, "qkv"), b_in, c["W_o"], c["W_o_bias"], c["n_heads"])
+    return mha_ref(c["x"], (_cat(c, "qkv"), b_in, c["W_o"], c["W_o_bias"]), c["n_heads"])
 
 
 CASES, ANSWERS = graded({

@@ -19,3 +19,11 @@ def graded(table, cases=None, answers=None):
         cases[grade_id] = functools.partial(make, salt=grade_id)
         answers[grade_id] = key
     return cases, answers
+
+
+def known(options, defaults):
+    """`options`, after checking that `defaults` names each of them."""
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown options: {sorted(unknown)}")
+    return options

@@ -29,7 +29,7 @@ IMPORT_PROBE = ("import time; t = time.perf_counter(); __import__('w1d1_student.
 # (label, steps of the log) in the order printed
 PARTS = [("进程启动（含 Python 自身）", ["worker start"]), ("评分进程的导入（nbgrader 等）", ["imports"]),
          ("nbgrader 自身的启动", ["nbgrader start", "process start to first notebook"]),
-         ("内核启动（新内核：含导入整个栈；fork 的：含等孵化进程导入）", ["kernel start", "kernel ready"]),
+         ("内核启动（含导入整个栈）", ["kernel start", "kernel ready"]),
          ("内核关闭", ["kernel stop"]), ("生成用例", ["cases"]), ("运行单元格", ["cells"]), ("判分", ["judging"]),
          ("反馈页面", ["feedback"])]
 
@@ -67,7 +67,7 @@ def print_parts(total, count, whole, scale=1.0):
 def kernel_import_seconds():
     """The stack's import in one sandboxed python (what every graded kernel pays before its first cell)."""
     try:
-        out = subprocess.run(bwrap_command([sys.executable, "-c", IMPORT_PROBE], None, None),
+        out = subprocess.run(bwrap_command([sys.executable, "-c", IMPORT_PROBE]),
                              capture_output=True, text=True, timeout=120)
         return float(out.stdout.strip())
     except (OSError, ValueError, subprocess.TimeoutExpired):
@@ -119,8 +119,6 @@ def main():
     whole = total["student"] + total["worker start"]  # the worker's clock starts after its process did
     print(f"2. 评分命令里一名学生（{first}）的用时 {whole:.1f} s：")
     print_parts(total, count, whole)
-    print(f"   其中 {count['kernel forked']} 个内核 fork 自这名学生的孵化进程（autograder/kernels/zygote.py），"
-          f"{count['kernel start'] - count['kernel forked']} 个从头启动")
     once = {e["what"]: e["s"] for e in mine if e["student"] is None}
     names = {"cases": "生成用例文件", "run: generate_assignment": "generate_assignment",
              "run: students": "全部学生（含启动评分进程）", "run: grades and pages": "成绩表与反馈页",

@@ -836,9 +836,9 @@ def i3_names_that_close_the_quote(root):
     return folder
 
 
-# z1: an answer that tells a kernel forked from the grading command's zygote from a fresh one (plain nbgrader's) by
-# how the process was started (red team of the zygote: 5/7 vs 7/7): its command line (sys.orig_argv, /proc/self/cmdline),
-# its first environment (/proc/self/environ, JUPYTER_RUNTIME_DIR its own socket folder) and stdin (a pipe).
+# z1: an answer that tells how its kernel was started (once, the grading command forked kernels from a warm process:
+# 5/7 there vs 7/7 on plain nbgrader): its command line (sys.orig_argv, /proc/self/cmdline), its first environment
+# (/proc/self/environ, JUPYTER_RUNTIME_DIR its own socket folder) and stdin (a pipe). Every path starts kernels alike.
 STARTED_AS_SOFTMAX = answer_cell(NB01, "softmax") + '''
 import functools as _ft
 import os as _os

@@ -125,9 +125,9 @@ def test_an_answer_sees_the_same_kernel_on_both_paths(classes):
     assert set(points.values()) == {full(rt.NB01)}, points
 
 
-def test_a_forked_kernel_looks_started_as_a_fresh_one(classes):
+def test_every_kernel_looks_started_as_nbgrader_starts_it(classes):
     """z1 halves softmax unless the kernel looks started by `python -m ipykernel_launcher` (command line, first
-    environment, stdin): the grading command's forked kernels look so, so it scores in full on both paths."""
+    environment, stdin): every path starts its kernels so, so it scores in full on both paths."""
     points = {name: graded.points("z1_started_as", rt.NB01) for name, graded in classes.items()}
     assert set(points.values()) == {full(rt.NB01)}, points
 

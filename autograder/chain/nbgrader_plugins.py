@@ -120,7 +120,7 @@ class SandboxedExecute(Execute):
         the grading command checks before its workers start)."""
         managers = self.config.SandboxKernelManager
         if timing.WHO["student"] is None and managers.get("sandbox", True):
-            refused = sandbox_check.checked(managers.get("zygote", False))
+            refused = sandbox_check.checked()
             if refused is not None:  # a fresh one each time: raised again, one object would pile up tracebacks
                 raise type(refused)(refused.cause, refused.advice)
 

@@ -164,7 +164,7 @@ def _stop_helper_processes():
 def _check_sandbox(sandbox, log):
     if sandbox:
         try:
-            probe(zygote=True)
+            probe()
         except SandboxUnavailable as exc:
             raise GradingError("!!! 学生代码的沙箱无法运行，拒绝评分（没有沙箱，学生代码能读到答案和成绩库）。\n"
                                f"    原因：{exc.cause}\n    怎么办：{exc.advice}。确认风险后也可以加 --no-sandbox。") from exc

@@ -9,7 +9,6 @@ from typing import NamedTuple
 from autograder import timing
 from autograder.chain.nbgrader_chain import api
 from autograder.course import ASSIGNMENT
-from autograder.kernels import zygote
 from autograder.notes import stored_in
 
 
@@ -66,10 +65,6 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy notes from nbgrader's own gradebook code
     os.environ["JUPYTER_RUNTIME_DIR"] = str(Path(work) / "runtime" / student)
     Path(os.environ["JUPYTER_RUNTIME_DIR"]).mkdir(parents=True, exist_ok=True)
-    if sandbox and not feedback_only:  # its imports beside the worker's own; the student's kernels fork from it
-        from autograder.kernels.sandbox import warm_zygote
-
-        warm_zygote()
     with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
         import nbgrader.apps  # noqa: F401
 
@@ -79,7 +74,6 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
     nbg.coursedir.config.SandboxKernelManager.case_file = case_file  # cases and verdicts: one file, one seed
     nbg.coursedir.config.SandboxKernelManager.sandbox = sandbox
-    nbg.coursedir.config.SandboxKernelManager.zygote = sandbox
     nbg.coursedir.config.SafeHTMLExporter.more_notes = page_notes or {}
     # each notebook's kernel boots while the ones before it run (fresh kernels all the same); the first
     # while nbgrader starts (sandboxed only: its working folder is its own, not the one nbgrader remakes)
@@ -99,7 +93,6 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
                 result, failed = _autograde(nbg, work, student)
         finally:
             nbgrader_plugins.discard_spare_kernels()
-            zygote.stop_all()
     with timing.timed("feedback"):
         feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     seconds = time.monotonic() - started - waited

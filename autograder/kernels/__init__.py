@@ -1,1 +1,1 @@
-"""Student kernels: the bubblewrap sandbox, its limits, its start-up check and the warm zygote."""
+"""Student kernels: the bubblewrap sandbox, its limits and its start-up check."""

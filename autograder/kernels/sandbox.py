@@ -10,9 +10,8 @@ there and wherever the grader's Python would find them, the sandbox shows a stub
 A seccomp filter (no_processes.py) keeps the kernel to one process: threads work, fork, vfork and
 clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
 prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
-unprivileged uid of its own so the process cap holds.
-With `zygote` (the grading command's kernels, as root), a kernel is forked from a warm process in a sandbox like
-this one instead, and makes itself the same kernel (zygote.py, zygote_inside.py; tests/test_zygote.py compares them).
+unprivileged uid of its own so the process cap holds. Every path starts its kernels so: the grading command,
+nbgrader's own commands and formgrader, as root or not.
 """
 import functools
 import importlib.util
@@ -36,7 +35,7 @@ from w1d1_student.runner import CASES_ENV, COMPANION_STUB, COMPANIONS
 
 from autograder import timing
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO
-from autograder.kernels import cgroup_limits, no_processes, zygote
+from autograder.kernels import cgroup_limits, no_processes
 from autograder.kernels.kernel_messages import MAX_FRAME_BYTES, BoundedSession
 
 HOME = "/home/student"
@@ -53,8 +52,6 @@ NPROC = 256
 # ahead pay it while the notebooks before run.
 AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
 MB = 2**20
-# what a forked child needs to become a kernel (zygote_inside.py)
-ZYGOTE_CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN", "CAP_SYS_RESOURCE")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -231,15 +228,13 @@ class Folders(NamedTuple):
     runtime: Path | str | None = None
 
 
-def bwrap_command(cmd, folders=None, limits=None, *, uid=None, filter_dir=None, zygote=False):
+def bwrap_command(cmd, folders=None, limits=None, *, uid=None, filter_dir=None):
     """Wrap a kernel command line in prlimit + bwrap (+ setpriv to an unprivileged uid as root), with
     the seccomp filter of no_processes.py on the command (a file in `filter_dir`, default: one of
     this process's), which a host shell opens as fd 3 for bwrap, so the command line stands alone.
     Raises SandboxUnavailable where no filter is known for this machine.
     uid: the host uid the command becomes under a privileged bwrap (as root); False: none, bwrap makes a user
-    namespace; None: a fresh kernel uid where privileged bwrap works (own_uid_works), else False.
-    zygote: the sandbox of zygote.py's forking process instead (root inside, with the capabilities a child
-    needs to become a kernel; no filter, no uid switch, no launcher: each child does its own)."""
+    namespace; None: a fresh kernel uid where privileged bwrap works (own_uid_works), else False."""
     limits, (inbox, runtime_dir) = limits or Limits(), folders or Folders()
     if uid is None:
         uid = kernel_uid() if own_uid_works() else False
@@ -248,16 +243,16 @@ def bwrap_command(cmd, folders=None, limits=None, *, uid=None, filter_dir=None, 
         program = no_processes.write_program(filter_dir or _filter_folder())
     except no_processes.UnsupportedArch as exc:
         raise SandboxUnavailable(str(exc), "在 x86_64 或 aarch64 的机器上评分") from exc
-    args = [] if zygote else ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program]
+    args = ["/bin/sh", "-c", f'exec {SECCOMP_FD}<"$0" && exec "$@"', program]
     args += [_tool("prlimit"), f"--as={limits.memory_mb * MB}", f"--cpu={limits.cpu_seconds}", f"--nproc={NPROC}",
              f"--fsize={limits.file_mb * MB}", "--core=0", "--", _tool("bwrap")]
     if own_uid:  # privileged bwrap, no user namespace: the uid switch below is a real host uid
-        caps = ZYGOTE_CAPS if zygote else ("CAP_SETUID", "CAP_SETGID")
+        caps = ("CAP_SETUID", "CAP_SETGID")
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  *[a for cap in caps for a in ("--cap-add", cap)]]
     else:
         args += ["--unshare-all"]
-    args += ["--clearenv", "--die-with-parent", "--new-session", *([] if zygote else ["--seccomp", str(SECCOMP_FD)]),
+    args += ["--clearenv", "--die-with-parent", "--new-session", "--seccomp", str(SECCOMP_FD),
              "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
              "--proc", "/proc", "--dev", "/dev",
@@ -286,8 +281,6 @@ def bwrap_command(cmd, folders=None, limits=None, *, uid=None, filter_dir=None, 
         args += ["--setenv", name, value]
     args += ["--remount-ro", "/", "--"]
     args = _with_parent_dirs(args)
-    if zygote:
-        return args + list(cmd)
     if own_uid:
         args += [_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                  "--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -353,44 +346,6 @@ def describe_limits(limits=None):
             f"单个文件 {limits.file_mb} MiB；无网络。")
 
 
-def warm_zygote(config=None):
-    """Start this process's zygote now, for kernels of `config` (default: the defaults, forking)."""
-    if config is None:
-        from traitlets.config import Config
-
-        config = Config()
-        config.SandboxKernelManager.zygote = True
-    SandboxKernelManager(config=config)
-
-
-def _kept_in_fresh_folders(fresh):
-    """What a forked kernel puts back after it mounts its fresh `fresh` folders (zygote_inside.py), as bwrap_command
-    placed it in the zygote's: the python folders and links that lie in them (a venv under /tmp), the folders above."""
-    roots, links = python_layout()
-    keep, made = [], set()
-    for kind, path, *target in [*(("mount", r) for r in roots), *(("symlink", p, real) for p, real in links)]:
-        top = next((f for f in fresh if path != f and _under(path, f)), None)
-        if top is None:
-            continue
-        for parent in map(str, reversed(Path(path).parents)):
-            if parent != top and _under(parent, top) and parent not in made:
-                made.add(parent)
-                keep.append(["dir", parent])
-        keep.append([kind, path, *target])
-    return keep
-
-
-def _start_zygote(limits, imports, stderr=None):
-    """A zygote (zygote.py) in a sandbox like a kernel's, importing `imports` once for every kernel it forks."""
-    root, inbox, filters = (Path(tempfile.mkdtemp(prefix=p)) for p in ("w1d1r-", "w1d1in-", "w1d1s-"))
-    root.chmod(0o711)  # each kernel's socket folder is its uid's alone
-    fill_inbox(RELEASED_FILES, inbox)
-    cmd = bwrap_command([sys.executable, "-c", zygote.INSIDE_SOURCE, WORKDIR, INBOX], Folders(inbox, root), limits,
-                        uid=kernel_uid(), filter_dir=filters, zygote=True)  # each child takes a uid of its own
-    sizes = {WORKDIR: limits.work_mb * MB, "/tmp": limits.tmp_mb * MB, "/dev/shm": limits.shm_mb * MB}
-    return zygote.Zygote(cmd, [root, inbox, filters], sizes, imports, _kept_in_fresh_folders(sizes), stderr)
-
-
 def _remove_all(leftovers):
     """Folders and cgroups of one kernel manager (also when its kernel never started)."""
     while leftovers:
@@ -413,8 +368,6 @@ class SandboxKernelManager(AsyncKernelManager):
     kernel_python = Unicode(sys.executable, config=True)
     more_imports = List(Unicode(), default_value=list(AHEAD_IMPORTS), config=True,
                         help="Modules a kernel imports after the registry, before the first cell.")
-    zygote = Bool(False, config=True, help="Fork sandboxed kernels from a warm process of this one's (zygote.py) "
-                  "where kernels get a uid of their own; else start each afresh.")
 
     def __init__(self, **kwargs):
         kwargs.setdefault("transport", "ipc")
@@ -423,15 +376,11 @@ class SandboxKernelManager(AsyncKernelManager):
         self.context.setsockopt(zmq.LINGER, 0)
         # absolute, short socket paths in a folder of this kernel's own: unix socket paths must stay
         # under ~100 characters, and the sandbox binds only this folder (no other kernel's connection file)
-        self._zygote = self._zygote_of_this_process()
-        # /tmp/w1d1r-*/w1d1k-*: a forked kernel's socket folder sits in its zygote's, and every kernel sees the same shape
-        parent = self._zygote.runtime_root if self._zygote else Path(tempfile.mkdtemp(prefix="w1d1r-"))
+        parent = Path(tempfile.mkdtemp(prefix="w1d1r-"))
         runtime = self._socket_dir = Path(tempfile.mkdtemp(prefix="w1d1k-", dir=parent))
-        self._fork_request = None
-        self.forked = False  # whether the kernel running now came from the zygote
         self._inbox = self._cgroup = None
         self._case_dir = None
-        self._leftovers = [runtime] if self._zygote else [parent, runtime]
+        self._leftovers = [parent, runtime]
         weakref.finalize(self, _remove_all, self._leftovers)  # a kernel that failed to start leaves nothing
         name = f"k{uuid.uuid4().hex[:8]}"
         self.connection_file = str(runtime / f"{name}.json")
@@ -449,16 +398,6 @@ class SandboxKernelManager(AsyncKernelManager):
 
     def _limits(self):
         return Limits(memory_mb=self.memory_mb, cpu_seconds=self.cpu_seconds)
-
-    def _zygote_of_this_process(self):
-        if not (self.zygote and self.sandbox and own_uid_works()):
-            return None
-        limits, imports = self._limits(), ("ipykernel.kernelapp", "w1d1_student.registry", *self.more_imports)
-        try:
-            return zygote.running((tuple(sorted(vars(limits).items())), imports), lambda: _start_zygote(limits, imports))
-        except (OSError, zygote.ZygoteFailed, SandboxUnavailable) as exc:
-            self.log.warning("no zygote (%s): kernels start afresh", exc)
-            return None
 
     async def _async_pre_start_kernel(self, **kw):
         cmd, kw = await super()._async_pre_start_kernel(**kw)
@@ -487,8 +426,6 @@ class SandboxKernelManager(AsyncKernelManager):
             if uid is not None:  # the kernel reads its connection file and makes its sockets as `uid`
                 for p in (self._socket_dir, Path(self.connection_file)):
                     os.chown(p, uid, uid)
-            if self._zygote is not None and uid is not None and cmd[1:3] == ["-m", "ipykernel_launcher"]:
-                self._fork_request = (list(cmd), uid, {**kernel_env(self._socket_dir), "PWD": WORKDIR})  # sh sets PWD
             cmd = bwrap_command(cmd, Folders(self._inbox, self._socket_dir), self._limits(),
                                 uid=False if uid is None else uid, filter_dir=self._case_dir)
             self._cgroup = cgroup_limits.MemoryCgroup.create(self.memory_mb * MB)
@@ -505,24 +442,6 @@ class SandboxKernelManager(AsyncKernelManager):
             env.pop(timing.ENV, None)
         kw["env"] = env
         return cmd, kw
-
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
-        """A forked kernel where a zygote runs (the same kernel as `kernel_cmd` would start), else `kernel_cmd`."""
-        if self._fork_request is not None:
-            cmd, uid, env = self._fork_request
-            try:
-                process = self._zygote.fork_kernel(cmd, uid, env, str(self._socket_dir), self._cgroup)
-            except (OSError, zygote.ZygoteFailed) as exc:
-                self.log.warning("the zygote could not fork a kernel (%s): starting one afresh", exc)
-            else:
-                self.forked = True
-                timing.record("kernel forked", 0.0)
-                prov = self.provisioner
-                prov.process, prov.pid, prov.pgid, prov.cwd = process, process.pid, None, kw.get("cwd")
-                self._reconcile_connection_info(prov.connection_info)
-                return
-        self.forked = False
-        await super()._async_launch_kernel(kernel_cmd, **kw)
 
     def lock_runtime_dir(self):
         """Once the kernel's sockets exist: its socket folder goes back to root, read-only for the

@@ -1,7 +1,6 @@
 """The start-up check of the sandbox (both paths, before any notebook is graded): a kernel's python starts in the
-sandbox that grading uses, as the kernel's uid, and finds the folders and modules a kernel needs; where the grading
-command forks kernels from a zygote, a forked one is checked too. A failure names its real cause and what to do
-(SandboxUnavailable), never a guess.
+sandbox that grading uses, as the kernel's uid, and finds the folders and modules a kernel needs. A failure names
+its real cause and what to do (SandboxUnavailable), never a guess.
 """
 import functools
 import importlib.util
@@ -14,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.kernels import sandbox, zygote
+from autograder.kernels import sandbox
 from autograder.kernels.sandbox import SandboxUnavailable
 
 # what the checked python does: is each folder it needs there for its uid, does each module a kernel imports before
@@ -127,50 +126,22 @@ def _fresh(needed, limits):
         raise _refusal("新启动的内核", out.stderr, out.returncode, missing, needed)
 
 
-def _forked(needed, limits):
-    """The check in a kernel forked from a zygote, as the grading command's kernels are (zygote.py)."""
-    with tempfile.TemporaryFile() as errors:
-        z = sandbox._start_zygote(limits, (), stderr=errors)
-        try:
-            uid = sandbox.kernel_uid()
-            runtime = Path(tempfile.mkdtemp(prefix="w1d1k-", dir=z.runtime_root))
-            os.chown(runtime, uid, uid)
-            report = runtime / "missing.json"
-            env = sandbox.kernel_env(runtime)
-            kernel = z.fork_kernel([sys.executable, "-c", CHECK, json.dumps(needed), str(report)], uid, env,
-                                   str(runtime))
-            kernel.wait(TIMEOUT)
-            missing = json.loads(report.read_text()) if report.exists() else None
-        except (OSError, ValueError, subprocess.TimeoutExpired, zygote.ZygoteFailed) as exc:
-            missing, errors_seen = None, f"{type(exc).__name__}: {exc}"
-        else:
-            errors_seen = ""
-        finally:
-            z.stop()
-        if missing is None or missing:
-            errors.seek(0)
-            text = errors.read().decode("utf-8", "replace") + errors_seen
-            raise _refusal("从 zygote 分出的内核", text, None, missing, needed)
-
-
-def probe(zygote=False, limits=None):
-    """Raise SandboxUnavailable (the real cause, what to do) unless a kernel can start here: in a fresh sandbox,
-    and with zygote=True, where kernels get a uid of their own, forked from a zygote too."""
+def probe(limits=None):
+    """Raise SandboxUnavailable (the real cause, what to do) unless a kernel can start here, in the sandbox every
+    graded kernel gets."""
     limits = limits or sandbox.Limits(cpu_seconds=30)
     try:
         needed = _needed()
         _fresh(needed, limits)
-        if zygote and sandbox.own_uid_works():
-            _forked(needed, limits)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailable(f"沙箱检查没有完成：{type(exc).__name__}: {exc}") from exc
 
 
 @functools.lru_cache(maxsize=None)
-def checked(zygote=False):
+def checked():
     """probe() once per process: None, or the SandboxUnavailable it raised."""
     try:
-        probe(zygote)
+        probe()
     except SandboxUnavailable as exc:
         return exc
     return None

@@ -1,17 +1,11 @@
-"""Kernels forked from a warm zygote (the grading command's) are the kernels a fresh start makes (plain nbgrader's):
-what a cell can see of its process, folders and limits is the same but for random names; each forked kernel has
-its own uid, folders and memory cgroup, cannot fork, and nothing one of them leaves is seen by the next."""
+"""Every graded kernel starts alike on every path (sandbox.SandboxKernelManager): one process, a uid of its own as
+root, no capability, its first fds 1 and 2 on /dev/null; two kernels of one student see nothing of each other, and
+each is in its memory cgroup where the machine has one, gone with its kernel."""
 import asyncio
 import json
-import re
 from pathlib import Path
 
-import pytest
-from traitlets.config import Config
-
-from autograder.kernels import sandbox, zygote
-
-pytestmark = pytest.mark.skipif(not sandbox.own_uid_works(), reason="forked kernels need kernels of their own uid")
+from autograder.kernels import sandbox
 
 SEEN = r'''
 import json, os, resource, socket, sys
@@ -72,11 +66,6 @@ print(json.dumps({"listed": errno_of(lambda: os.listdir("OWN")), "others": other
 '''
 
 
-def _normalised(text):
-    """A kernel's own random names (socket folders, connection file) as placeholders."""
-    return re.sub(r"w1d1([rk])-[a-z0-9_]{8}", r"w1d1\1-*", re.sub(r"k[0-9a-f]{8}\.json", "k*.json", text))
-
-
 async def _run(km, code):
     kc = km.client()
     kc.start_channels()
@@ -92,10 +81,8 @@ async def _run(km, code):
         kc.stop_channels()
 
 
-def _manager(forked):
-    config = Config()
-    config.SandboxKernelManager.zygote = forked
-    return sandbox.SandboxKernelManager(config=config)
+def _manager():
+    return sandbox.SandboxKernelManager()
 
 
 async def _seen_by(km, *codes):
@@ -106,33 +93,20 @@ async def _seen_by(km, *codes):
         await km.shutdown_kernel(now=True)
 
 
-@pytest.fixture
-def fresh_zygote():
-    zygote.stop_all()
-    yield
-    zygote.stop_all()
+def test_a_kernel_is_one_process_with_nothing_of_the_graders():
+    (seen,) = asyncio.run(_seen_by(_manager(), SEEN))
+    a = json.loads(seen)
+    assert a["fork"] == 1  # EPERM: one process
+    assert a["status"]["CapBnd"] == "0000000000000000" and a["status"]["Seccomp"] == "2"
+    assert a["fd_targets"] == ["pipe", "/dev/null", "/dev/null"] and a["sysv"] == [] and a["loopback"] == "connected"
+    assert a["argv"][0].endswith("ipykernel_launcher.py") and a["cwd"] == sandbox.WORKDIR
+    assert not any(key.startswith(("W1D1_CASES", "JUPYTER_TOKEN")) for key in a["env"])
+    if sandbox.own_uid_works():  # as root: a uid of its own
+        assert a["uid_is_own"] and a["proc_owner"]
 
 
-def test_a_forked_kernel_sees_what_a_fresh_one_sees(fresh_zygote):
-    fresh = _manager(False)
-    forked = _manager(True)
-    assert fresh._zygote is None and forked._zygote is not None
-    (seen_fresh,) = asyncio.run(_seen_by(fresh, SEEN))
-    (seen_forked,) = asyncio.run(_seen_by(forked, SEEN))
-    assert forked.forked and not fresh.forked
-    a, b = json.loads(_normalised(seen_fresh)), json.loads(_normalised(seen_forked))
-    assert a["fork"] == b["fork"] == 1  # EPERM: one process, both ways
-    assert a["uid_is_own"] and b["uid_is_own"] and a["proc_owner"] and b["proc_owner"]
-    assert a["status"]["CapBnd"] == b["status"]["CapBnd"] == "0000000000000000"
-    assert a["cgroup"] == b["cgroup"]  # its own cgroup seen as the root
-    assert a["loopback"] == "connected" and a["sysv"] == [] and a["fd_targets"] == ["pipe", "/dev/null", "/dev/null"]
-    for key in a:
-        if key not in ("uid", "ns", "seeds"):
-            assert a[key] == b[key], (key, a[key], b[key])
-
-
-def test_forked_kernels_share_nothing_with_each_other(fresh_zygote):
-    first, second = _manager(True), _manager(True)
+def test_kernels_share_nothing_with_each_other():
+    first, second = _manager(), _manager()
 
     async def both():
         await first.start_kernel()
@@ -149,78 +123,42 @@ def test_forked_kernels_share_nothing_with_each_other(fresh_zygote):
             await second.shutdown_kernel(now=True)
 
     seen_first, seen, reach = asyncio.run(both())
-    assert first._zygote is second._zygote
     for folder in ("workdir", "tmp", "shm"):
         assert "left_by_the_first.txt" not in seen[folder], folder
     assert seen["sysv"] == []  # the first's System V segment is gone with its IPC namespace
     for name, first_ns in seen_first["ns"].items():
-        assert seen["ns"][name] != first_ns, name  # namespaces of its own (the pid namespace is the zygote's)
-    assert seen["seeds"][0] != seen_first["seeds"][0] and seen["seeds"][1] != seen_first["seeds"][1]
+        assert seen["ns"][name] != first_ns, name
     assert reach["listed"] == 2  # the first kernel's socket folder is not in the second's world
-    assert len(reach["others"]) >= 2  # the zygote and the first kernel (and bwrap's init) share its pid namespace...
-    assert {tuple(v) for v in reach["others"].values()} == {(1, 13)}, reach  # ...but cannot be signalled or read
+    assert {tuple(v) for v in reach["others"].values()} <= {(1, 13)}, reach  # nothing it can signal or read
 
 
-def test_a_forked_kernel_is_in_its_memory_cgroup_and_stops_when_told(fresh_zygote):
-    km = _manager(True)
+def test_a_kernel_is_in_its_memory_cgroup_and_ends_with_its_manager():
+    km = _manager()
 
     async def go():
         await km.start_kernel()
         try:
             pid = km.provisioner.pid
+            assert (await _run(km, "print(6 * 7)")).strip() == "42"  # its launcher joined the cgroup before it started
             if km._cgroup is not None:
                 assert str(pid) in (km._cgroup.path / "cgroup.procs").read_text().split()
-                # less what it shares with the zygote, which is charged there (a fresh kernel's cgroup pays for it)
-                cap = int((km._cgroup.path / km._cgroup.limit_file).read_text())
-                assert 50 * 2**20 < km.memory_mb * 2**20 - cap < 1024 * 2**20, cap
-            kc = km.client()
-            kc.start_channels()
-            await kc.wait_for_ready(timeout=120)
-            msg_id = kc.execute("while True: pass")
-            await asyncio.sleep(1)
-            await km.interrupt_kernel()
-            reply = await kc.get_shell_msg(timeout=60)
-            while reply["parent_header"].get("msg_id") != msg_id:  # a late kernel_info reply of wait_for_ready's
-                reply = await kc.get_shell_msg(timeout=60)
-            kc.stop_channels()
-            assert reply["content"]["ename"] == "KeyboardInterrupt"
-            assert await km.is_alive()
-            return pid
+                assert int((km._cgroup.path / km._cgroup.limit_file).read_text()) == km.memory_mb * 2**20
+            return pid, km._cgroup
         finally:
             await km.shutdown_kernel(now=True)
 
-    pid = asyncio.run(go())
+    pid, cgroup = asyncio.run(go())
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert cgroup is None or not cgroup.path.exists()
 
 
-def test_without_a_zygote_kernels_start_afresh(fresh_zygote, monkeypatch):
-    def broken(*_):
-        raise zygote.ZygoteFailed("no zygote today")
-
-    monkeypatch.setattr(zygote.Zygote, "fork_kernel", broken)
-    km = _manager(True)
-    (seen,) = asyncio.run(_seen_by(km, "print(6 * 7)"))
-    assert seen.strip() == "42" and not km.forked  # it ran, in a kernel started afresh
-
-
-def test_the_zygote_and_its_kernels_end_with_the_worker(fresh_zygote):
-    km = _manager(True)
-    asyncio.run(_seen_by(km, "1"))
-    z = km._zygote
-    root = z.runtime_root
-    assert z.alive() and root.exists()
-    zygote.stop_all()
-    assert not z.alive() and not root.exists()
-
-
-@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
-def test_a_kernel_writes_nothing_to_the_graders_terminal(fresh_zygote, capfd, forked):
+def test_a_kernel_writes_nothing_to_the_graders_terminal(capfd):
     """Red team: an answer wrote terminal escapes to the kernel's first fds 1 and 2 (ipykernel keeps copies), which
-    were the grader's terminal and log; they are /dev/null now, fresh or forked."""
+    were the grader's terminal and log; they are /dev/null now."""
     marker = "\\x1b[1;32mSPOOF every student 38/38\\x1b[0m\\n"
     code = ("import os, sys\n"
             "for fd in (sys.stdout._original_stdstream_copy, sys.stderr._original_stdstream_copy):\n"
             f"    os.write(fd, {marker!r}.encode())\n")
-    asyncio.run(_seen_by(_manager(forked), code))
+    asyncio.run(_seen_by(_manager(), code))
     out, err = capfd.readouterr()
     assert "SPOOF" not in out and "SPOOF" not in err

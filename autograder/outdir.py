@@ -27,7 +27,7 @@ CURRENT = ".current"
 GENERATIONS = ".gen"
 
 
-class OutputBusy(RuntimeError):
+class OutFolderBusy(RuntimeError):
     pass
 
 
@@ -58,7 +58,7 @@ def _fsync(path):
         os.close(fd)
 
 
-class Output:
+class OutFolder:
     def __init__(self, out):
         self.out = Path(out).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,7 @@ class Output:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             self.unlock()
-            raise OutputBusy(f"另一个评分进程正在写 {self.out}") from exc
+            raise OutFolderBusy(f"另一个评分进程正在写 {self.out}") from exc
 
     def unlock(self):
         if self._lock is not None:

@@ -170,10 +170,10 @@ def test_an_old_style_output_folder_is_taken_over(history, tmp_path):
 
 def test_one_run_at_a_time_per_output_folder(tmp_path):
     from autograder.command.grade import GradingError
-    from autograder.outdir import Output
+    from autograder.outdir import OutFolder
 
     put(tmp_path / "class", "alice", gc.solved())
-    holder = Output(tmp_path / "out")
+    holder = OutFolder(tmp_path / "out")
     holder.lock()
     try:
         with pytest.raises(GradingError, match="另一个评分进程"):

@@ -31,9 +31,9 @@ from autograder.command.student_ids import safe_folders, student_id
 from autograder.course import ASSIGNMENT, available_notebooks
 from autograder.errors import GradingError
 from autograder.kernels.sandbox import SandboxUnavailable, describe_limits
-from autograder.kernels.sandbox_check import probe
+from autograder.kernels.sandbox_check import try_kernel
 from autograder.notes import Note, for_page, from_data, printable, quoted
-from autograder.outdir import Output, OutputBusy, file_stamp, read_state, write_state, write_text
+from autograder.outdir import OutFolder, OutFolderBusy, file_stamp, read_state, write_state, write_text
 from autograder.report import class_report, reports
 
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
@@ -164,7 +164,7 @@ def _stop_helper_processes():
 def _check_sandbox(sandbox, log):
     if sandbox:
         try:
-            probe()
+            try_kernel()
         except SandboxUnavailable as exc:
             raise GradingError("!!! 学生代码的沙箱无法运行，拒绝评分（没有沙箱，学生代码能读到答案和成绩库）。\n"
                                f"    原因：{exc.cause}\n    怎么办：{exc.advice}。确认风险后也可以加 --no-sandbox。") from exc
@@ -189,10 +189,10 @@ def grade(submissions, out, **options):
     if not folders:
         raise GradingError(f"{submissions} 里没有学生子文件夹（每个学生一个文件夹，文件夹名是学号）")
     _check_sandbox(settings.sandbox, log)
-    output = Output(out)
+    output = OutFolder(out)
     try:
         output.lock()
-    except OutputBusy as exc:
+    except OutFolderBusy as exc:
         raise GradingError(str(exc)) from exc
     try:
         return _grade_into(output, folders, skipped, settings)

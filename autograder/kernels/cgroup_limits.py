@@ -95,5 +95,5 @@ class MemoryCgroup:
 
 
 def available():
-    probe = MemoryCgroup.create(2**30)
-    return probe is not None and probe.remove()
+    trial = MemoryCgroup.create(2**30)
+    return trial is not None and trial.remove()

@@ -126,7 +126,7 @@ def _fresh(needed, limits):
         raise _refusal("新启动的内核", out.stderr, out.returncode, missing, needed)
 
 
-def probe(limits=None):
+def try_kernel(limits=None):
     """Raise SandboxUnavailable (the real cause, what to do) unless a kernel can start here, in the sandbox every
     graded kernel gets."""
     limits = limits or sandbox.Limits(cpu_seconds=30)
@@ -139,9 +139,9 @@ def probe(limits=None):
 
 @functools.lru_cache(maxsize=None)
 def checked():
-    """probe() once per process: None, or the SandboxUnavailable it raised."""
+    """try_kernel() once per process: None, or the SandboxUnavailable it raised."""
     try:
-        probe()
+        try_kernel()
     except SandboxUnavailable as exc:
         return exc
     return None

@@ -99,11 +99,11 @@ def rebuild(out):
     from nbgrader.api import Gradebook
 
     from autograder.notes import from_data
-    from autograder.outdir import Output, read_state
+    from autograder.outdir import OutFolder, read_state
 
     if not Path(out).is_dir():
         raise FileNotFoundError(f"找不到评分结果文件夹：{out}")
-    output = Output(out)
+    output = OutFolder(out)
     gen = output.previous()
     if gen is None or gen == output.out:
         raise FileNotFoundError(f"{out} 里没有评分结果：先运行 python -m autograder grade … --out {out}")

@@ -1,9 +1,12 @@
-"""Grading cost, side by side (printed, never asserted): a class of 3 full submissions graded by the
-grading command (`grade(..., jobs=1)`) and by plain `nbgrader autograde` + `generate_feedback` with the
-repo's config (tests/entry_points.py), the ratio of the two, and where one student's time goes
-(autograder/timing.py's log)."""
+"""Grading cost, side by side (printed, never asserted): a class of 3 full submissions graded three ways —
+nbgrader without this module (its own config: every cell executed in a plain kernel, `VANILLA`), the grading
+command (`grade(..., jobs=1)`) and the hub's path, `nbgrader autograde` + `generate_feedback` with the repo's
+config (tests/entry_points.py) — each path's time over the first's, and where one student's time goes
+(autograder/timing.py's log). As root it measures the ratios again as a normal user (`setpriv`), so it prints
+all four: both paths, as root and not."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,13 +20,21 @@ sys.path.insert(0, str(ROOT))
 
 from autograder import timing  # noqa: E402
 from autograder.command.grade import grade  # noqa: E402
+from autograder.course import ASSIGNMENT, SOURCE_DIR  # noqa: E402
 from autograder.kernels.sandbox import bwrap_command  # noqa: E402
 from bench import make_class  # noqa: E402  (bench/bench.py)
-from tests.entry_points import by_nbgrader  # noqa: E402
+from tests.entry_points import _nbgrader, by_nbgrader  # noqa: E402
 
 STUDENTS = 3
 ROUNDS = 2
 SEED = 7
+NOBODY = 65534  # the normal user of the second measurement
+# nbgrader as it comes, pointed at the course's notebooks: no sandbox, no intake, no verdicts, every cell executed
+VANILLA = """c.CourseDirectory.root = {root!r}
+c.CourseDirectory.source_directory = {source!r}
+c.CourseDirectory.course_id = "w1d1-vanilla"
+c.Execute.timeout = 300
+"""
 IMPORT_PROBE = ("import time; t = time.perf_counter(); __import__('w1d1_student.registry'); "
                 "print(time.perf_counter() - t)")
 # (label, steps of the log) in the order printed
@@ -83,32 +94,86 @@ def cpu_seconds():
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def by_vanilla(submissions, course):
+    """The class graded by nbgrader without this module: generate_assignment, autograde, generate_feedback."""
+    course.mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text(VANILLA.format(root=str(course), source=str(SOURCE_DIR)))
+    for student in sorted(Path(submissions).iterdir()):
+        shutil.copytree(student, course / "submitted" / student.name / ASSIGNMENT)
+    steps = [("generate_assignment", ASSIGNMENT, "--force"), ("autograde", ASSIGNMENT, "--force"),
+             ("generate_feedback", ASSIGNMENT, "--force")]
+    failed = [run.stdout + run.stderr for run in (_nbgrader(course, *step) for step in steps) if run.returncode]
+    if failed:
+        print("!!! 不带本模块的 nbgrader 没有评完：\n" + failed[0][-2000:])
+
+
+def measure(tmp):
+    """{path: [seconds per round]}, the busy CPU seconds of the command and the hub path, and their timing logs."""
+    times, cpu = {"vanilla": [], "command": [], "plain": []}, {"command": [], "plain": []}
+    make_class(tmp / "class", STUDENTS)
+    for round_ in range(ROUNDS):  # alternated, so a burst of load elsewhere hits every side
+        t = time.perf_counter()
+        by_vanilla(tmp / "class", tmp / f"vanilla{round_}")
+        times["vanilla"].append(time.perf_counter() - t)
+        os.environ[timing.ENV] = str(tmp / f"command{round_}.log")
+        t, c = time.perf_counter(), cpu_seconds()
+        grade(tmp / "class", tmp / f"out{round_}", jobs=1, seed=SEED, log=lambda *_: None)
+        times["command"].append(time.perf_counter() - t)
+        cpu["command"].append(cpu_seconds() - c)
+        os.environ[timing.ENV] = str(tmp / f"nbgrader{round_}.log")
+        t, c = time.perf_counter(), cpu_seconds()
+        graded = by_nbgrader(tmp / "class", tmp / f"course{round_}")
+        times["plain"].append(time.perf_counter() - t)
+        cpu["plain"].append(cpu_seconds() - c)
+        del os.environ[timing.ENV]
+        if graded.returncode:
+            print("!!! nbgrader 没有评完：\n" + graded.log[-2000:])
+    best = times["command"].index(min(times["command"])), times["plain"].index(min(times["plain"]))
+    return times, cpu, read_log(tmp / f"command{best[0]}.log"), read_log(tmp / f"nbgrader{best[1]}.log")
+
+
+def ratios(times):
+    """(grading command, hub path) over nbgrader without the module, each path's fastest round."""
+    return min(times["command"]) / min(times["vanilla"]), min(times["plain"]) / min(times["vanilla"])
+
+
+def as_normal_user():
+    """The ratios measured again by this script as uid NOBODY (root only), or None where that cannot run."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    home = Path(tempfile.mkdtemp(prefix="w1d1bench-"))
+    os.chown(home, NOBODY, NOBODY)
+    try:
+        run = subprocess.run([shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+                              sys.executable, __file__, "--ratios"], capture_output=True, text=True, cwd=home,
+                             env={**os.environ, "HOME": str(home), "TMPDIR": str(home)}, timeout=3600)
+        return json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def main():
-    commands, plains, cpu = [], [], {"command": [], "plain": []}
+    if "--ratios" in sys.argv:  # the normal user's run: one line of JSON
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(ratios(measure(Path(tmp))[0])))
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        make_class(tmp / "class", STUDENTS)
-        for round_ in range(ROUNDS):  # alternated, so a burst of load elsewhere hits both sides
-            os.environ[timing.ENV] = str(tmp / f"command{round_}.log")
-            t, c = time.perf_counter(), cpu_seconds()
-            grade(tmp / "class", tmp / f"out{round_}", jobs=1, seed=SEED, log=lambda *_: None)
-            commands.append(time.perf_counter() - t)
-            cpu["command"].append(cpu_seconds() - c)
-            os.environ[timing.ENV] = str(tmp / f"nbgrader{round_}.log")
-            t, c = time.perf_counter(), cpu_seconds()
-            graded = by_nbgrader(tmp / "class", tmp / f"course{round_}")
-            plains.append(time.perf_counter() - t)
-            cpu["plain"].append(cpu_seconds() - c)
-            del os.environ[timing.ENV]
-            if graded.returncode:
-                print("!!! nbgrader 没有评完：\n" + graded.log[-2000:])
-        best = commands.index(min(commands)), plains.index(min(plains))
-        mine, theirs = read_log(tmp / f"command{best[0]}.log"), read_log(tmp / f"nbgrader{best[1]}.log")
-    command, plain = min(commands), min(plains)
-    print(f"1. {STUDENTS} 名学生的完整提交（--jobs 1，沙箱），两边交替各跑 {ROUNDS} 次，取最快的一次")
-    print(f"   评分命令 {command:.1f} s（{'、'.join(f'{t:.1f}' for t in commands)}）；"
-          f"直接 nbgrader autograde + generate_feedback {plain:.1f} s（{'、'.join(f'{t:.1f}' for t in plains)}）；"
-          f"比值 {command / plain:.2f}（目标 ≤ 0.5）")
+        times, cpu, mine, theirs = measure(Path(tmp))
+    vanilla, command, plain = min(times["vanilla"]), min(times["command"]), min(times["plain"])
+    rounds = {k: "、".join(f"{t:.1f}" for t in v) for k, v in times.items()}
+    print(f"1. {STUDENTS} 名学生的完整提交（--jobs 1），三条路交替各跑 {ROUNDS} 次，取最快的一次")
+    print(f"   不带本模块的 nbgrader（每个单元格都运行）{vanilla:.1f} s（{rounds['vanilla']}）；"
+          f"评分命令 {command:.1f} s（{rounds['command']}）；"
+          f"hub 的路（nbgrader autograde + generate_feedback，仓库的配置）{plain:.1f} s（{rounds['plain']}）")
+    user = as_normal_user()
+    mine_ratios = ratios(times)
+    who = "root" if os.geteuid() == 0 else "普通用户"
+    print(f"   对不带本模块的 nbgrader 之比（目标两条路都 ≤ 0.3）：评分命令 {mine_ratios[0]:.2f}（{who}），"
+          f"hub 的路 {mine_ratios[1]:.2f}（{who}）" + (
+              f"；普通用户（uid {NOBODY}）：评分命令 {user[0]:.2f}，hub 的路 {user[1]:.2f}" if user else
+              "；普通用户的一轮没有测（不是 root，或没有 setpriv）"))
     cores = os.cpu_count() or 1
     mine_cpu, their_cpu = min(cpu["command"]), min(cpu["plain"])
     print(f"   整台机器的 CPU 忙碌时间：评分命令 {mine_cpu:.1f} s，直接 nbgrader {their_cpu:.1f} s；"

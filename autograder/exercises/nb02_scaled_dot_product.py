@@ -9,7 +9,7 @@ import numpy as np
 from w1d1_student.case_inputs import make_f
 
 from .references import naive_softmax, softmax, swap
-from .seeding import graded, known, rng
+from .seeding import graded, rng, with_defaults
 
 # ------------------------------------------------------------ cases
 
@@ -187,7 +187,7 @@ def forward_ref(Q, K, V, mask=None, **bug):
     """Y, A of softmax(s Q Kᵀ + mask) V; `bug` sets what differs from FORWARD_RIGHT: scale (None: 1/√d_k), the softmax
     axis, mask_mode (before: correct; after: zeroed after softmax; inverted: -inf; inverted_finite; zero; none),
     stable=False: the softmax without the row maximum subtracted."""
-    scale, axis, mask_mode, stable = {**FORWARD_RIGHT, **known(bug, FORWARD_RIGHT)}.values()
+    scale, axis, mask_mode, stable = with_defaults(bug, FORWARD_RIGHT).values()
     s = 1.0 / math.sqrt(Q.shape[-1]) if scale is None else scale
     S = s * (Q @ swap(K))
     if mask is not None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .private import PRIVATE
 from .references import softmax
-from .seeding import graded, known, rng
+from .seeding import graded, rng, with_defaults
 
 # ------------------------------------------------------------ cases
 
@@ -83,7 +83,7 @@ MHA_CASE = {"kind": "forward", "B": 2, "T": 4, "d": 8, "h": 2, "bias": True, "dt
 
 def _mha_case(g, stage, **shape):
     """One case; `shape` sets what differs from MHA_CASE."""
-    kind, B, T, d, h, bias, dtype, mask, w_scale = {**MHA_CASE, **known(shape, MHA_CASE)}.values()
+    kind, B, T, d, h, bias, dtype, mask, w_scale = with_defaults(shape, MHA_CASE).values()
     case = {"stage": stage, "kind": kind, "B": B, "T": T, "d": d, "h": h, "bias": bias, "dtype": dtype,
             "mask_kind": mask}
     for name in ("q", "k", "v", "o"):
@@ -167,7 +167,7 @@ MHA_RIGHT = {"split": "ok", "merge": "ok", "scale": "dk", "mask_mode": "ok", "wo
 
 def mha_ref(c, x=None, want_cache=False, **bug):
     """Float64 MHA from the case's weights (nn.Linear layout: y = z Wᵀ + b); `bug` sets what differs from MHA_RIGHT."""
-    split, merge, scale, mask_mode, wo, axis = {**MHA_RIGHT, **known(bug, MHA_RIGHT)}.values()
+    split, merge, scale, mask_mode, wo, axis = with_defaults(bug, MHA_RIGHT).values()
     x = c["x"] if x is None else x
     d = x.shape[-1]
     h = c["h"]

@@ -8,7 +8,7 @@ A buggy reference may leave NaN in rows where its mask blocks every key; the ver
 import numpy as np
 
 from .references import softmax, swap, triu
-from .seeding import graded, known, rng
+from .seeding import graded, rng, with_defaults
 
 # ------------------------------------------------------------ cases
 
@@ -38,8 +38,7 @@ SDPA_CASE = {"dtype": "float64", "mask": None, "is_causal": None, "dropout_p": N
 def _sdpa_case(g, stage, shape, **options):
     """One case of shape (B, h, T, S, dk); `options` sets what differs from SDPA_CASE."""
     B, h, T, S, dk = shape
-    dtype, mask, is_causal, dropout_p, training, kind, identity_v, scale = {
-        **SDPA_CASE, **known(options, SDPA_CASE)}.values()
+    dtype, mask, is_causal, dropout_p, training, kind, identity_v, scale = with_defaults(options, SDPA_CASE).values()
     q, k = g.normal(size=(B, h, T, dk)) * scale, g.normal(size=(B, h, S, dk)) * scale
     v = np.broadcast_to(np.eye(S), (B, h, S, S)).copy() if identity_v else g.normal(size=(B, h, S, dk))
     return {"stage": stage, "q": q, "k": k, "v": v, "mask": mask, "is_causal": is_causal, "dropout_p": dropout_p,
@@ -126,7 +125,7 @@ def _forward_cases(seed, hidden, salt):
     g = rng(seed, salt + str(hidden))
 
     def case(stage, d, h, **options):
-        bias, B, T, lengths, causal, dtype = {**FORWARD_CASE, **known(options, FORWARD_CASE)}.values()
+        bias, B, T, lengths, causal, dtype = with_defaults(options, FORWARD_CASE).values()
         return {"stage": stage, "d_model": d, "n_heads": h, "bias": bias, "dtype": dtype,
                 "x": g.normal(size=(B, T, d)),
                 "in_proj_weight": g.normal(size=(3 * d, d)) / np.sqrt(d),

@@ -21,9 +21,9 @@ def graded(table, cases=None, answers=None):
     return cases, answers
 
 
-def known(options, defaults):
-    """`options`, after checking that `defaults` names each of them."""
+def with_defaults(options, defaults):
+    """`defaults` with `options` over them (a case's or a bug's table), after checking that `defaults` names each."""
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"unknown options: {sorted(unknown)}")
-    return options
+    return {**defaults, **options}

@@ -855,9 +855,9 @@ def test_a_thread_left_alive_beside_a_hand_written_backward_costs_it(grade_id):
     """A thread the notebook started earlier and left alive, even one that only waits, costs the check: blocked in a
     C call it looks the same whether or not it gets work (lock_worker); one joined before the check costs nothing
     (the mutation tables' ThreadPoolExecutor)."""
-    from tests.variants import nb02_scaled_dot_product as v02
+    from tests.variants import notebook_solution
 
-    verdicts = _verdicts(v02.notebook_solution(grade_id) + IDLE_THREAD, grade_id)
+    verdicts = _verdicts(notebook_solution(grade_id) + IDLE_THREAD, grade_id)
     assert all(not v.passed and "本题的计算在别的线程里运行了" in v.message for v in verdicts), [v.message[:200] for v in verdicts]
 
 

@@ -20,6 +20,7 @@ from autograder.exercises.checks import judge_payload, make_cases
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
 from tests.variants import nb02_scaled_dot_product as v02
+from tests.variants import notebook_solution
 
 NB = "02_scaled_dot_product"
 RULE = "反向传播必须按 §2.3 的公式手写"
@@ -52,7 +53,7 @@ def _verdicts(payloads):
 def test_the_drivers_own_autograd_is_not_the_students():
     """The solutions: the driver's torch.autograd.grad and gradcheck run, and nothing is reported."""
     for grade_id in ("attention_backward", "attention_function"):
-        payloads, _ = _payloads(v02.notebook_solution(grade_id), grade_id)
+        payloads, _ = _payloads(notebook_solution(grade_id), grade_id)
         outs = [res["out"] for p in payloads for res in p["results"]]
         assert outs and all(res["ok"] for p in payloads for res in p["results"]), grade_id
         for out in outs:
@@ -77,7 +78,7 @@ def test_threads_the_host_runs_are_not_the_answers():
     thread.start()
     try:
         def used():
-            payloads, _ = _payloads(v02.notebook_solution("attention_backward"), "attention_backward")
+            payloads, _ = _payloads(notebook_solution("attention_backward"), "attention_backward")
             return {res["out"]["used_threads"] for p in payloads for res in p["results"]}
 
         assert used() == {True}
@@ -132,7 +133,7 @@ def test_a_progress_bars_monitor_thread_counts_unless_switched_off():
     import tqdm
 
     def verdicts(setting):
-        src = v02.notebook_solution("attention_backward") + f"import tqdm\n{setting}\nfor _ in tqdm.tqdm(range(3)):\n    pass\n"
+        src = notebook_solution("attention_backward") + f"import tqdm\n{setting}\nfor _ in tqdm.tqdm(range(3)):\n    pass\n"
         return _verdicts(_payloads(src, "attention_backward")[0])
 
     try:

@@ -58,7 +58,7 @@ def test_each_class_is_what_the_table_says_by_exercise_mha(source):
 
 
 def _hidden(seeds):
-    return [c for seed in seeds for c in grader._selfcheck_cases(seed, True)]
+    return [c for seed in seeds for c in grader.CASES["mha_selfcheck"](seed, True)]
 
 
 def _template(case):
@@ -104,11 +104,11 @@ def test_every_bug_of_the_table_is_written_and_every_style_is_used():
     bugs = {bug for _, bug in grader.CLASSES.values()} - {None}
     assert bugs == set(grader.SELFCHECK_TABLE)
     for seed in range(3):
-        hidden = [(c[PRIVATE]["style"], c[PRIVATE]["bug"]) for c in grader._selfcheck_cases(seed, True)]
+        hidden = [(c[PRIVATE]["style"], c[PRIVATE]["bug"]) for c in grader.CASES["mha_selfcheck"](seed, True)]
         assert {bug for _, bug in hidden} - {None} == bugs  # every bug in every run
         assert {style for style, bug in hidden if bug is None} == set(grader._STYLES) - {"torch_own"}
         assert not any(style == "torch_own" for style, _ in hidden)
-    public = [grader.CLASSES[c["source"]] for c in grader._selfcheck_cases(0, False)]
+    public = [grader.CLASSES[c["source"]] for c in grader.CASES["mha_selfcheck"](0, False)]
     assert public == list(grader.PUBLIC_CLASSES) and all(style == "torch_own" for style, _ in public)
 
 
@@ -169,7 +169,7 @@ def test_no_exact_property_of_the_code_names_a_hidden_class(prop):
         seen.setdefault(key(_code_objects(_class_under_test(source))), set()).add(role[1])
     for seed in range(3):
         named = []
-        for case in grader._selfcheck_cases(seed, True):
+        for case in grader.CASES["mha_selfcheck"](seed, True):
             bugs = seen.get(key(_code_objects(_class_under_test(case["source"]))), set())
             named.append(bugs == {case[PRIVATE]["bug"]})
         assert not all(named), (prop, seed)

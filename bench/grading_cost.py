@@ -23,7 +23,7 @@ from autograder.command.grade import grade  # noqa: E402
 from autograder.course import ASSIGNMENT, SOURCE_DIR  # noqa: E402
 from autograder.kernels.sandbox import bwrap_command  # noqa: E402
 from bench import make_class  # noqa: E402  (bench/bench.py)
-from tests.entry_points import _nbgrader, by_nbgrader  # noqa: E402
+from tests.entry_points import by_nbgrader, run_nbgrader  # noqa: E402
 
 STUDENTS = 3
 ROUNDS = 2
@@ -102,7 +102,7 @@ def by_vanilla(submissions, course):
         shutil.copytree(student, course / "submitted" / student.name / ASSIGNMENT)
     steps = [("generate_assignment", ASSIGNMENT, "--force"), ("autograde", ASSIGNMENT, "--force"),
              ("generate_feedback", ASSIGNMENT, "--force")]
-    failed = [run.stdout + run.stderr for run in (_nbgrader(course, *step) for step in steps) if run.returncode]
+    failed = [run.stdout + run.stderr for run in (run_nbgrader(course, *step) for step in steps) if run.returncode]
     if failed:
         print("!!! 不带本模块的 nbgrader 没有评完：\n" + failed[0][-2000:])
 

@@ -97,7 +97,7 @@ def course_config(course, exchange):
     return instructor_nbgrader_config(course, exchange)
 
 
-def _nbgrader(course, *args, timeout=1800):
+def run_nbgrader(course, *args, timeout=1800):
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -112,7 +112,7 @@ def by_nbgrader(submissions, course, feedback=True, timeout=None):
     own = f"\nc.SandboxedExecute.timeout = {timeout}\n" if timeout else ""
     (course / "nbgrader_config.py").write_text(course_config(course, course / "exchange") + own, encoding="utf-8")
     logs, code = [], 0
-    gen = _nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    gen = run_nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
     logs.append(gen.stdout + gen.stderr)
     if gen.returncode:
         return Graded("nbgrader", course, {}, gen.returncode, "\n".join(logs))
@@ -121,7 +121,7 @@ def by_nbgrader(submissions, course, feedback=True, timeout=None):
             shutil.copytree(folder, course / "submitted" / folder.name / ASSIGNMENT, symlinks=True)
     steps = [("autograde", ASSIGNMENT, "--force")] + ([("generate_feedback", ASSIGNMENT, "--force")] if feedback else [])
     for step in steps:
-        run = _nbgrader(course, *step)
+        run = run_nbgrader(course, *step)
         logs.append(run.stdout + run.stderr)
         code = code or run.returncode
     return Graded("nbgrader", course, gradebook_scores(course / "gradebook.db"), code, "\n".join(logs))

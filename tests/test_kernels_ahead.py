@@ -1,7 +1,9 @@
-"""The grading command starts each notebook's kernel ahead (the first before nbgrader's own start, the
-next ones while the notebooks before run), and every kernel it starts is one a notebook runs in: one
-start per notebook, none thrown away. The place a student holds while their notebooks run is given
-back, and a place never given back (a worker that died) slows the next worker down, never stops it."""
+"""Every path starts each notebook's kernel ahead, while the notebooks before run. The grading command
+(the first kernel before nbgrader's own start) starts one per notebook, none thrown away; plain `nbgrader
+autograde` (the hub) cannot know how many notebooks are left: it cold-starts only the first, every later
+notebook, another student's too, takes the kernel started ahead, and the one no notebook took ends with the
+process, leaving nothing behind. The place a student holds while their notebooks run is given back, and a
+place never given back (a worker that died) slows the next worker down, never stops it."""
 import json
 import shutil
 import threading
@@ -10,17 +12,23 @@ from autograder import timing
 from autograder.command import grading_worker
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
+from autograder.report.reports import graded_cells
+from tests.entry_points import by_nbgrader
 
 NOTEBOOKS = 3
+
+
+def solutions_class(folder):
+    for student in ("ada", "bo"):
+        (folder / student).mkdir(parents=True)
+        for name in available_notebooks()[:NOTEBOOKS]:
+            shutil.copy(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", folder / student)
 
 
 def test_every_kernel_started_ahead_is_used(tmp_path, monkeypatch):
     log = tmp_path / "timing.log"
     monkeypatch.setenv(timing.ENV, str(log))
-    for student in ("ada", "bo"):
-        (tmp_path / "class" / student).mkdir(parents=True)
-        for name in available_notebooks()[:NOTEBOOKS]:
-            shutil.copy(SOURCE_DIR / ASSIGNMENT / f"{name}.ipynb", tmp_path / "class" / student)
+    solutions_class(tmp_path / "class")
     rows = grade(tmp_path / "class", tmp_path / "out", jobs=1, seed=3, log=lambda *_: None)
     assert sum(float(r[3]) for r in rows) == sum(float(r[4]) for r in rows) > 0  # the solutions: full marks
     entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
@@ -28,6 +36,23 @@ def test_every_kernel_started_ahead_is_used(tmp_path, monkeypatch):
         steps = [e["what"] for e in entries if e["student"] == student]
         assert steps.count("kernel start") == NOTEBOOKS, steps
         assert steps.count("kernel ready") == NOTEBOOKS and "restart" not in steps
+
+
+def test_plain_nbgrader_starts_each_later_kernel_ahead(tmp_path, monkeypatch):
+    log, scratch = tmp_path / "timing.log", tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv(timing.ENV, str(log))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # the kernels' folders: all gone once nbgrader has ended
+    solutions_class(tmp_path / "class")
+    graded = by_nbgrader(tmp_path / "class", tmp_path / "course", feedback=False)
+    assert graded.returncode == 0, graded.log[-3000:]
+    full = sum(p for name in available_notebooks()[:NOTEBOOKS] for _, p in graded_cells(name)[0])
+    assert [graded.points(s) for s in ("ada", "bo")] == [full, full]  # the solutions: full marks
+    steps = [json.loads(line)["what"] for line in log.read_text(encoding="utf-8").splitlines()]
+    notebooks = 2 * NOTEBOOKS
+    assert steps.count("kernel ready") == notebooks and "restart" not in steps
+    assert steps.count("kernel start") == notebooks + 1, steps  # the first cold, one ahead of each notebook
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("w1d1")]
 
 
 def test_a_place_never_given_back_delays_the_next_worker_only(monkeypatch):

@@ -18,6 +18,7 @@ from w1d1_student.cell_scope import grading_cells
 from w1d1_student.cell_source import check_calls
 
 from autograder import timing
+from autograder.chain import kernel_pool
 from autograder.exercises import CARRIES
 from autograder.exercises.checks import judge_payload
 from autograder.kernels import sandbox_check
@@ -69,15 +70,12 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
-    spare_kernels = Integer(0, help="Kernels started ahead, each while the notebooks before it run, so that it is "
-                            "ready when they end: a fresh kernel like any other. The grading command sets it to a "
-                            "student's notebooks (less one where the first is not started early); 0 starts none."
-                            ).tag(config=True)
-    kernels_ahead = Integer(2, help="At most this many kernels started ahead at a time (they boot side by side, "
-                            "on the cores the running notebook leaves idle).").tag(config=True)
-
-    _spares = []  # (cwd, kernel manager) of the kernels started ahead, for this process's next notebooks, in order
-    _spares_started = 0
+    kernels_ahead = Integer(1, help="At most this many kernels started ahead at a time (kernel_pool.py): they boot "
+                            "on the cores the running notebook leaves idle.").tag(config=True)
+    kernels_ahead_in_all = Integer(-1, help="Kernels started ahead in all: the grading command sets it to a student's "
+                                   "notebooks (less one where the first is started before nbgrader's own start); -1, "
+                                   "plain nbgrader, which does not know how many notebooks are left: no bound."
+                                   ).tag(config=True)
 
     _seen_first = False
 
@@ -172,13 +170,15 @@ class SandboxedExecute(Execute):
     def _kernel_cwd(self):
         return self.resources.get("metadata", {}).get("path") or None
 
+    def _kernel_key(self, cwd):
+        """What a kernel started ahead must match: nothing where sandboxed (its working folder is the release's),
+        else the folder nbgrader grades in."""
+        return None if self.config.SandboxKernelManager.get("sandbox", True) else cwd
+
     def create_kernel_manager(self):
-        spares = SandboxedExecute._spares
-        self._adopted = bool(spares) and spares[0][0] == self._kernel_cwd() and spares[0][1].has_kernel
-        if self._adopted:  # the kernel started first of those ahead: fresh, no cell has run in it
-            self.km = spares.pop(0)[1]
-            return self.km
-        return super().create_kernel_manager()
+        self.km = kernel_pool.POOL.take(self._kernel_key(self._kernel_cwd()))
+        self._adopted = self.km is not None
+        return self.km if self._adopted else super().create_kernel_manager()
 
     async def async_start_new_kernel(self, **kwargs):
         if self._adopted and self.km is not None and self.km.has_kernel:
@@ -186,18 +186,13 @@ class SandboxedExecute(Execute):
         with timing.timed("kernel start"):
             return await super().async_start_new_kernel(**kwargs)
 
-    async def _start_spare(self, cwd=None):
+    async def _start_ahead(self, cwd=None):
         """Start a later notebook's kernel now; it boots while the notebooks before it run."""
         cls = self.kernel_manager_class
         km = cls(kernel_name=self.kernel_name, config=self.config) if self.kernel_name else cls(config=self.config)
         cwd = cwd or self._kernel_cwd()
-        try:
-            with timing.timed("kernel start"):
-                await ensure_async(km.start_kernel(extra_arguments=self.extra_arguments, **({"cwd": cwd} if cwd else {})))
-        except Exception as exc:  # the next notebook starts its own, as without a spare
-            self.log.warning("starting a kernel ahead failed: %s", exc)
-            return
-        SandboxedExecute._spares.append((cwd, km))
+        await kernel_pool.POOL.start(km, self._kernel_key(cwd),
+                                       {"extra_arguments": self.extra_arguments, **({"cwd": cwd} if cwd else {})})
 
     start_new_kernel = run_sync(async_start_new_kernel)  # the base class binds its own coroutine
 
@@ -223,10 +218,8 @@ class SandboxedExecute(Execute):
         lock = getattr(self.km, "lock_runtime_dir", None)
         if lock is not None:  # the kernel is ready: its sockets exist, no student code has run
             lock()
-        while (len(SandboxedExecute._spares) < self.kernels_ahead
-               and SandboxedExecute._spares_started < self.spare_kernels):
-            SandboxedExecute._spares_started += 1
-            await self._start_spare()
+        while kernel_pool.POOL.wants(self.kernels_ahead, self.kernels_ahead_in_all):
+            await self._start_ahead()
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)
@@ -360,21 +353,7 @@ class SandboxedExecute(Execute):
 def start_first_kernel(config, cwd):
     """Start the first notebook's kernel at once (a grading worker, before nbgrader's own start-up), in
     the folder nbgrader will grade in: it boots while nbgrader reads the submission."""
-    SandboxedExecute._spares_started += 1
-    run_sync(SandboxedExecute(config=config)._start_spare)(cwd)
-
-
-def discard_spare_kernels():
-    """End the kernels started ahead that no notebook took, and start counting again (a grading worker, at
-    the end of its student)."""
-    spares, SandboxedExecute._spares = SandboxedExecute._spares, []
-    SandboxedExecute._spares_started = 0
-    for _, km in spares:
-        try:
-            run_sync(km.shutdown_kernel)(now=True)
-        finally:
-            if not km.context.closed:
-                km.context.destroy(linger=0)
+    run_sync(SandboxedExecute(config=config)._start_ahead)(cwd)
 
 
 def _decoded(text):

@@ -68,7 +68,7 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
         import nbgrader.apps  # noqa: F401
 
-        from autograder.chain import nbgrader_plugins
+        from autograder.chain import kernel_pool, nbgrader_plugins
     with timing.timed("nbgrader start"):
         nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
@@ -79,7 +79,7 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     # while nbgrader starts (sandboxed only: its working folder is its own, not the one nbgrader remakes)
     submitted = list((Path(work) / "submitted" / student / ASSIGNMENT).glob("*.ipynb"))
     first_now = sandbox and bool(submitted) and not feedback_only
-    nbg.coursedir.config.SandboxedExecute.spare_kernels = max(len(submitted) - (not first_now), 0)
+    nbg.coursedir.config.SandboxedExecute.kernels_ahead_in_all = max(len(submitted) - (not first_now), 0)
     waited = 0.0
     if feedback_only:
         result, failed = {"success": True}, []
@@ -92,7 +92,7 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
             with kernels_turn(len(submitted) * budget + 60) as waited:
                 result, failed = _autograde(nbg, work, student)
         finally:
-            nbgrader_plugins.discard_spare_kernels()
+            kernel_pool.POOL.discard()
     with timing.timed("feedback"):
         feedback = nbg.generate_feedback(ASSIGNMENT, student, force=True) if result["success"] else {"success": False}
     seconds = time.monotonic() - started - waited

@@ -517,7 +517,7 @@ def f8_file_name_into_nbgrader_log(root):
 # --------------------------------------------------------------------------- F9: a probe that crashes the judge
 # Inside a test cell the student's function displays its own "probe" first (it is admitted: right
 # MIME type, small, within the cell's count). Its text is JSON nested 3000 deep: wire.loads raises
-# RecursionError, which nbgrader_plugins._payloads does not catch (ValueError, TypeError, KeyError),
+# RecursionError, which verdicts._payloads does not catch (ValueError, TypeError, KeyError),
 # so JudgeProbes fails the whole notebook, honest exercises included; on the nbgrader path nbgrader
 # then drops the rest of this student's notebooks too (one try block per student).
 

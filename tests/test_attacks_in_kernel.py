@@ -883,7 +883,8 @@ WRONG = "import numpy as np\ndef softmax(x, axis=-1):\n    return np.exp(x) / np
 def test_the_verdict_reads_the_results_as_they_arrived_not_what_the_cell_shows_at_the_end():
     """A thread of the student's can clear a test cell's outputs (clear_output) after the check sent its result and
     display a result of its own making: the grader keeps every result as it arrives and judges those."""
-    from autograder.chain.nbgrader_plugins import SandboxedExecute, judge_cell
+    from autograder.chain.sandboxed_execute import SandboxedExecute
+    from autograder.chain.verdicts import judge_cell
 
     nb = nbformat.read(RELEASE_DIR / ASSIGNMENT / f"{NB1}.ipynb", as_version=4)
     index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_softmax")
@@ -896,7 +897,7 @@ def test_the_verdict_reads_the_results_as_they_arrived_not_what_the_cell_shows_a
     executor.output(outs, _result_display(RIGHT), None, index)
     nb.cells[index].outputs = outs
     assert judge_cell(nb, nb.cells[index], seed=0)[0]  # what the cell shows at the end passes
-    arrived = executor._arrived
+    arrived = executor._budget.arrived
     assert len(arrived[index]) == 2
     passed, message, _ = judge_cell(nb, nb.cells[index], seed=0, arrived=arrived)
     assert not passed and "没有得到可用的检查结果" in message

@@ -867,10 +867,10 @@ def test_a_verdict_quotes_no_prose_of_the_students(src):
 def test_code_nested_past_the_checks_readers_costs_the_exercise_not_the_grading():
     """Red team round 12 (C2): a sum of 500 terms ran in Python but made the checks' recursive readers raise
     RecursionError, which stopped the notebook's grading; it is now a verdict on that exercise."""
-    from autograder.chain import nbgrader_plugins
+    from autograder.chain import verdicts
 
     nb = _notebook({"softmax": "def softmax(x):\n    return x", "self_attention": "_c = 1\nx = " + " + ".join(["_c"] * 500)})
-    problems = nbgrader_plugins.answer_problems(nb, "self_attention", {"x"})
+    problems = verdicts.answer_problems(nb, "self_attention", {"x"})
     assert len(problems) == 1 and "嵌套太深" in problems[0]
 
 

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.chain import nbgrader_plugins
+from autograder.chain import sandboxed_execute
 from autograder.chain.nbgrader_chain import api
 from autograder.command.grade import grade
 from autograder.command.grading_worker import _autograde
@@ -228,7 +228,7 @@ def test_a_broken_notebook_costs_only_itself(tmp_path, work, monkeypatch):
     other.cells.insert(1, pasted)
     nbformat.write(other, dest / "06_api.ipynb")
     runs = []
-    original = nbgrader_plugins.SandboxedExecute.preprocess
+    original = sandboxed_execute.SandboxedExecute.preprocess
 
     def counted(self, nb, resources=None, km=None):
         runs.append(resources.get("unique_key"))
@@ -236,7 +236,7 @@ def test_a_broken_notebook_costs_only_itself(tmp_path, work, monkeypatch):
             raise RuntimeError("grading this notebook fails")
         return original(self, nb, resources, km)
 
-    monkeypatch.setattr(nbgrader_plugins.SandboxedExecute, "preprocess", counted)
+    monkeypatch.setattr(sandboxed_execute.SandboxedExecute, "preprocess", counted)
     nbg = _nbgrader_for(work, monkeypatch, student, timeout=60)
     t0 = time.monotonic()
     result, failed = _autograde(nbg, work, student)

@@ -10,7 +10,7 @@ PACKAGE = ROOT / "autograder"
 MAX_PARAMETERS = 6
 # what runs or judges a notebook: the report (`make report`) loads none of it
 EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.kernels.sandbox",
-             "autograder.chain.nbgrader_plugins", "autograder.exercises", "autograder.exercises.checks")
+             "autograder.chain.sandboxed_execute", "autograder.chain.verdicts", "autograder.exercises", "autograder.exercises.checks")
 
 
 def _modules(root=PACKAGE):

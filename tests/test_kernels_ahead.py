@@ -6,7 +6,9 @@ process, leaving nothing behind. The place a student holds while their notebooks
 place never given back (a worker that died) slows the next worker down, never stops it."""
 import json
 import shutil
+import tempfile
 import threading
+from pathlib import Path
 
 from autograder import timing
 from autograder.command import grading_worker
@@ -39,8 +41,7 @@ def test_every_kernel_started_ahead_is_used(tmp_path, monkeypatch):
 
 
 def test_plain_nbgrader_starts_each_later_kernel_ahead(tmp_path, monkeypatch):
-    log, scratch = tmp_path / "timing.log", tmp_path / "tmp"
-    scratch.mkdir()
+    log, scratch = tmp_path / "timing.log", Path(tempfile.mkdtemp(prefix="w1d1t-"))  # short: sockets live there
     monkeypatch.setenv(timing.ENV, str(log))
     monkeypatch.setenv("TMPDIR", str(scratch))  # the kernels' folders: all gone once nbgrader has ended
     solutions_class(tmp_path / "class")
@@ -52,7 +53,9 @@ def test_plain_nbgrader_starts_each_later_kernel_ahead(tmp_path, monkeypatch):
     notebooks = 2 * NOTEBOOKS
     assert steps.count("kernel ready") == notebooks and "restart" not in steps
     assert steps.count("kernel start") == notebooks + 1, steps  # the first cold, one ahead of each notebook
-    assert not [p.name for p in scratch.iterdir() if p.name.startswith("w1d1")]
+    left = [p.name for p in scratch.iterdir()]
+    shutil.rmtree(scratch)
+    assert not left
 
 
 def test_a_place_never_given_back_delays_the_next_worker_only(monkeypatch):

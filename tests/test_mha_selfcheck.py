@@ -18,7 +18,8 @@ import pytest
 import torch
 from w1d1_student.exercises.nb04_multihead import CLEAR, PROPERTIES, ZERO, _class_under_test
 
-from autograder.chain.nbgrader_plugins import judge_cell, withheld
+from autograder.chain.case_delivery import delivery, withheld
+from autograder.chain.verdicts import judge_cell
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.exercises import nb04_multihead as grader
 from autograder.exercises.private import PRIVATE
@@ -179,10 +180,7 @@ def test_no_exact_property_of_the_code_names_a_hidden_class(prop):
 
 def test_which_bug_a_class_has_never_reaches_a_kernel(tmp_path):
     """The run's case file holds what the grader knows of each class; the cell that hands a kernel its cases
-    (nbgrader_plugins) sends the classes without it."""
-    from types import SimpleNamespace
-
-    from autograder.chain.nbgrader_plugins import SandboxedExecute
+    (case_delivery.py) sends the classes without it."""
     from autograder.exercises.checks import write_case_file
 
     path = write_case_file(3, tmp_path)
@@ -190,7 +188,7 @@ def test_which_bug_a_class_has_never_reaches_a_kernel(tmp_path):
     nb = _source_nb()
     for gid in ("test_mha_selfcheck", "test_mha_selfcheck__hidden"):
         index = next(i for i, c in enumerate(nb.cells) if c.id == gid)
-        sent = SandboxedExecute._cases_of(SimpleNamespace(nb=nb, km=SimpleNamespace(case_file=path), _case_file=None), index)
+        sent = delivery(nb, index, lambda: path)
         assert "class MultiHeadAttention" in sent and PRIVATE not in sent and '"bug"' not in sent, gid
 
 

@@ -25,7 +25,8 @@ from traitlets.config import Config
 
 from autograder.chain.feedback_page import SafeHTMLExporter, SafeOutputs
 from autograder.chain.intake_chain import RepairSubmission, SubmissionReader
-from autograder.chain.nbgrader_plugins import JudgeProbes, SandboxedExecute
+from autograder.chain.sandboxed_execute import SandboxedExecute
+from autograder.chain.verdicts import JudgeProbes
 from autograder.course import SOURCE_DIR
 
 

@@ -41,9 +41,9 @@ __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 CSV_HEADER = reports.CSV_HEADER
 # what every worker imports (nbgrader's converters, the chain of nbgrader_config.py, the answer key,
 # nbconvert's HTML export): the fork server imports it once
-WORKER_IMPORTS = ["autograder.command.grading_worker", "autograder.chain.nbgrader_plugins", "autograder.chain.intake_chain",
-                  "autograder.chain.feedback_page", "autograder.exercises.checks", "nbgrader.apps", "nbgrader.converters",
-                  "nbconvert.exporters.html", "w1d1_student.registry"]
+WORKER_IMPORTS = ["autograder.command.grading_worker", "autograder.chain.sandboxed_execute", "autograder.chain.verdicts",
+                  "autograder.chain.intake_chain", "autograder.chain.feedback_page", "autograder.exercises.checks",
+                  "nbgrader.apps", "nbgrader.converters", "nbconvert.exporters.html", "w1d1_student.registry"]
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     with timing.timed("imports"):  # what api() and the chain import anyway, measured apart
         import nbgrader.apps  # noqa: F401
 
-        from autograder.chain import kernel_pool, nbgrader_plugins
+        from autograder.chain import kernel_pool, sandboxed_execute
     with timing.timed("nbgrader start"):
         nbg = api(work)
     nbg.coursedir.config.SandboxedExecute.timeout = timeout
@@ -84,11 +84,11 @@ def grade_student(job, student, feedback_only=False, page_notes=None):
     if feedback_only:
         result, failed = {"success": True}, []
     else:
-        budget = nbgrader_plugins.SandboxedExecute.notebook_timeout.default_value
+        budget = sandboxed_execute.SandboxedExecute.notebook_timeout.default_value
         try:
             if first_now:  # boots while the student before still holds the place
                 graded_in = nbg.coursedir.format_path(nbg.coursedir.autograded_directory, student, ASSIGNMENT)
-                nbgrader_plugins.start_first_kernel(nbg.coursedir.config, graded_in)
+                sandboxed_execute.start_first_kernel(nbg.coursedir.config, graded_in)
             with kernels_turn(len(submitted) * budget + 60) as waited:
                 result, failed = _autograde(nbg, work, student)
         finally:

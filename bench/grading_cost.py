@@ -137,19 +137,22 @@ def ratios(times):
     return min(times["command"]) / min(times["vanilla"]), min(times["plain"]) / min(times["vanilla"])
 
 
-def as_normal_user():
-    """The ratios measured again by this script as uid NOBODY (root only), or None where that cannot run."""
+def as_normal_user(python):
+    """(ratios, None) measured again by this script as uid NOBODY, run by `python` (one NOBODY can start: a venv
+    under /root is not), or (None, why they were not)."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
-        return None
+        return None, "不是 root，或没有 setpriv"
     home = Path(tempfile.mkdtemp(prefix="w1d1bench-"))
     os.chown(home, NOBODY, NOBODY)
     try:
         run = subprocess.run([shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
-                              sys.executable, __file__, "--ratios"], capture_output=True, text=True, cwd=home,
-                             env={**os.environ, "HOME": str(home), "TMPDIR": str(home)}, timeout=3600)
-        return json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 else None
-    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-        return None
+                              "/bin/sh", "-c", 'exec "$0" "$1" --ratios', python, __file__], capture_output=True,
+                             text=True, cwd=home, env={**os.environ, "HOME": str(home), "TMPDIR": str(home)}, timeout=3600)
+        if run.returncode:
+            return None, f"以 uid {NOBODY} 运行 {python} 失败：" + " ".join((run.stderr or run.stdout).strip().splitlines()[-1:])
+        return json.loads(run.stdout.strip().splitlines()[-1]), None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+        return None, f"以 uid {NOBODY} 运行失败：{type(exc).__name__}"
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -167,13 +170,14 @@ def main():
     print(f"   不带本模块的 nbgrader（每个单元格都运行）{vanilla:.1f} s（{rounds['vanilla']}）；"
           f"评分命令 {command:.1f} s（{rounds['command']}）；"
           f"hub 的路（nbgrader autograde + generate_feedback，仓库的配置）{plain:.1f} s（{rounds['plain']}）")
-    user = as_normal_user()
+    user, why_not = as_normal_user(sys.argv[sys.argv.index("--user-python") + 1] if "--user-python" in sys.argv
+                                   else sys.executable)
     mine_ratios = ratios(times)
     who = "root" if os.geteuid() == 0 else "普通用户"
     print(f"   对不带本模块的 nbgrader 之比（目标两条路都 ≤ 0.3）：评分命令 {mine_ratios[0]:.2f}（{who}），"
           f"hub 的路 {mine_ratios[1]:.2f}（{who}）" + (
               f"；普通用户（uid {NOBODY}）：评分命令 {user[0]:.2f}，hub 的路 {user[1]:.2f}" if user else
-              "；普通用户的一轮没有测（不是 root，或没有 setpriv）"))
+              f"；普通用户的一轮没有测（{why_not}）"))
     cores = os.cpu_count() or 1
     mine_cpu, their_cpu = min(cpu["command"]), min(cpu["plain"])
     print(f"   整台机器的 CPU 忙碌时间：评分命令 {mine_cpu:.1f} s，直接 nbgrader {their_cpu:.1f} s；"

@@ -1,5 +1,6 @@
 """Make the repo root importable (autograder, tests.variants, tools); start grading the attack class as the run
 starts (tests/shared_class.py), in the process that runs the session (not in each xdist worker)."""
+import os
 import sys
 from pathlib import Path
 
@@ -8,6 +9,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+# one compute thread per process, as in a grading kernel: the run keeps both cores busy with processes of its own,
+# and a pool of spinning threads in each (torch, numpy) made one attack's checks 2-3x slower
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 AHEAD = []

@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO, SOURCE_DIR
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests.entry_points import ENTRY_POINTS
 from tests.red_team_submissions import SOFTMAX_BWD_FUNCTION
 from tests.shared_class import attack_class

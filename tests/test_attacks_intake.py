@@ -8,7 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from w1d1_student.cell_scope import grading_cells, names_in_grading_cells
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from autograder.static import provenance
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS

@@ -10,7 +10,7 @@ every point; a probe or kernel message nobody can
 read costs its own cell, never the student's other notebooks, and nbgrader still finishes the run."""
 import pytest
 
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import red_team_submissions as rt
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class

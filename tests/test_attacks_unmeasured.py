@@ -13,7 +13,7 @@
 import nbformat
 import pytest
 
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
 from tests.test_backward_by_hand import _release_with

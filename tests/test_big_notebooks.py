@@ -20,7 +20,7 @@ from w1d1_student.lean_notebook import TooBig, without_outputs
 
 from autograder.chain.intake_chain import MAX_FILE_BYTES, MAX_NOTEBOOK_BYTES, notebook_bytes
 from autograder.course import REPO
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, grade_both
 

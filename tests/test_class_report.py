@@ -15,7 +15,7 @@ import pytest
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT
 from autograder.page_policy import CSP_META
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tools import report_demo_class as demo
 
 ROOT = Path(__file__).resolve().parents[1]

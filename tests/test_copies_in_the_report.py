@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import cosmetic
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class

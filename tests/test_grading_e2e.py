@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from autograder.command.grade import CSV_HEADER, GradingError, grade
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 from tests.proc_table import processes
 

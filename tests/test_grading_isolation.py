@@ -17,7 +17,7 @@ from autograder.command.grading_worker import _autograde
 from autograder.command.intake import read_submission
 from autograder.command.student_ids import unsafe_id_reason
 from autograder.course import ASSIGNMENT
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from autograder.static import forbidden_calls
 from tests import grading_class as gc
 

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, REPO
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, gradebook_scores
 

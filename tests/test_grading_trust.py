@@ -14,7 +14,7 @@ import pytest
 from autograder.chain.feedback_page import MAX_PAGE_BYTES, SafeOutputs, clean_html, finish_page
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, ensure_chromium
 

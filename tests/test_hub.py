@@ -28,7 +28,7 @@ import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR
 from autograder.page_policy import CSP_META
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from deploy.classroom import COURSE, REPO, Classroom, free_port, uid_pids, user_exists
 from tests.hub_browser import HubUser
 from tests.lab_browser import CHROMIUM, LAUNCH_ARGS, PANEL, ensure_chromium

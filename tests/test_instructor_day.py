@@ -4,7 +4,7 @@ import csv
 import subprocess
 from pathlib import Path
 
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from autograder.chain.repair import META_TYPES
 from autograder.command.intake import list_students, read_submission
 from autograder.course import ASSIGNMENT, RELEASE_DIR
 from autograder.notes import for_page, stored_in, texts
-from autograder.report.reports import csv_safe
+from autograder.report.grade_tables import csv_safe
 from tests import grading_class as gc
 from tests.entry_points import through_chain
 

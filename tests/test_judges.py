@@ -1,6 +1,6 @@
-"""The grader's own references agree with each other; the staged loop names bugs and checks counts."""
+"""The grader's own references agree with each other; the engine's one loop names bugs and checks counts."""
 import numpy as np
-from w1d1_student.engine import Exercise, Number, Output, compare, known
+from w1d1_student.engine import Number, Output, VerdictTable, compare, known
 from w1d1_student.exercises.nb02_scaled_dot_product import independent_checks
 from w1d1_student.runner import judge
 
@@ -62,7 +62,7 @@ def _two_outputs(rate, asym):
     one that gives only `asym`."""
     case = {"stage": "t", "_oracle": {"ref": {"rate": 1.0, "asym": 0.5}, "rate_bug": {"rate": 1.0},
                                       "asym_bug": {"asym": 2.0}}}
-    ex = Exercise((Output("rate"), Output("asym")),
+    ex = VerdictTable((Output("rate"), Output("asym")),
                   diagnoses=[("RATE-BUG", known("rate_bug")), ("ASYM-BUG", known("asym_bug"))], untouched=None)
     return ex([case], [{"ok": True, "out": {"rate": rate, "asym": asym}}])
 
@@ -78,7 +78,7 @@ def test_a_known_bug_is_named_only_for_an_output_it_explains():
 
 def test_exact_counts_are_ints_and_name_their_bug():
     case = {"stage": "t", "_oracle": {"n": 2**70, "macs": 2**69}}
-    ex = Exercise((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))], type_note="INT"),),
+    ex = VerdictTable((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))], type_note="INT"),),
                   untouched=None)
 
     def verdict(value, type_name):
@@ -101,7 +101,7 @@ def _masked_row(p, ex, bug=((0.25, 0.75), (np.nan, np.nan))):
 def test_a_bug_whose_nan_is_its_output_is_named_by_a_nan():
     """nan_matches: a NaN of the bug's must meet a NaN of the student's, even where the bug is NaN everywhere."""
     def ex(nan_matches):
-        return Exercise((Output("p", nan_matches=nan_matches, fallback="OTHER"),),
+        return VerdictTable((Output("p", nan_matches=nan_matches, fallback="OTHER"),),
                         diagnoses=[("NAN-BUG", known("nan_bug"))], untouched=None)
 
     all_nan = np.full((2, 2), np.nan)
@@ -113,7 +113,7 @@ def test_a_bug_whose_nan_is_its_output_is_named_by_a_nan():
 
 
 def test_an_output_says_which_input_its_shape_and_dtype_follow():
-    ex = Exercise((Output("p", dtype="float32", name="输出", same_as="scores"),), untouched=None)
+    ex = VerdictTable((Output("p", dtype="float32", name="输出", same_as="scores"),), untouched=None)
     assert "期望 float32（与 scores 相同），得到 float64。" in _masked_row(np.zeros((2, 2)), ex).message
     short = ex([{"stage": "t", "_oracle": {"ref": {"p": np.zeros((2, 2))}}}],
                [{"ok": True, "out": {"p": np.zeros(2), "p_dtype": "float32"}}])
@@ -121,7 +121,7 @@ def test_an_output_says_which_input_its_shape_and_dtype_follow():
 
 
 def test_an_untouched_message_names_the_first_case_that_changed_its_input():
-    ex = Exercise((Output("y"),), untouched="CHANGED")
+    ex = VerdictTable((Output("y"),), untouched="CHANGED")
     cases = [{"stage": "a", "_oracle": {"ref": {"y": 1.0}}}, {"stage": "b", "_oracle": {"ref": {"y": 2.0}}}]
     kept, changed = {"ok": True, "out": {"y": 1.0}}, {"ok": True, "out": {"y": 2.0, "input_changed": True}}
     assert ex(cases, [kept, {"ok": True, "out": {"y": 2.0}}]).passed
@@ -161,7 +161,7 @@ def test_a_hidden_verdict_names_the_mistake_and_where_without_values():
         assert message.endswith(HIDDEN_NOTE) or "ASYM" in message
         assert "期望的" not in message and "你的 `" not in message and f"{want[0, 0]:.4f}" not in message
     case = {"stage": "t", "_oracle": {"n": 123456789, "macs": 61728394}}
-    ex = Exercise((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))]),), show=lambda c: "T=98765",
+    ex = VerdictTable((Number("n", expected=known("n"), diagnoses=[("MACS", known("macs"))]),), show=lambda c: "T=98765",
                   untouched=None)
     with judging(True):
         hidden = ex([case], [{"ok": True, "out": {"n": 61728394, "n_type": "int"}}]).message

@@ -14,7 +14,7 @@ from autograder import timing
 from autograder.command import grading_worker
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests.entry_points import by_nbgrader
 
 NOTEBOOKS = 3

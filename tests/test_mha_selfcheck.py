@@ -23,7 +23,7 @@ from autograder.chain.verdicts import judge_cell
 from autograder.course import ASSIGNMENT, SOURCE_DIR
 from autograder.exercises import nb04_multihead as grader
 from autograder.exercises.private import PRIVATE
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests.entry_points import grade_both
 from tests.test_mutations import verdicts
 from tests.variants import exercises_of, notebook_solution

@@ -17,7 +17,7 @@ from autograder.chain.nbgrader_chain import nbgrader_config
 from autograder.course import ASSIGNMENT
 from autograder.notes import stored_in
 from autograder.page_policy import CSP_META
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS, course_config, grade_both
 

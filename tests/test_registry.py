@@ -1,5 +1,5 @@
 """One registry: the exercises of w1d1_student.registry are exactly the test cells of solutions/w1d1/*.ipynb,
-and each has its driver, its cases, its answers and its judge under its notebook's name."""
+and each has its driver, its cases, its answers and its verdict table under its notebook's name."""
 import ast
 import re
 from pathlib import Path
@@ -37,7 +37,7 @@ def test_every_exercise_has_driver_cases_answers_and_judge():
     for gid in registry.NOTEBOOK_OF:
         topic = registry.topic(gid)
         assert registry.driver(gid).names, gid
-        assert callable(registry.judge(gid)), gid
+        assert callable(registry.verdict_table(gid)), gid
         assert gid in grader[topic].CASES and gid in grader[topic].ANSWERS, gid
 
 

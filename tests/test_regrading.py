@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook
 
 from autograder.command.grade import grade
 from autograder.course import available_notebooks
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 from tests import grading_class as gc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR, available_notebooks
 from autograder.release import generate
-from autograder.report.reports import graded_cells
+from autograder.report.grade_tables import graded_cells
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def test_the_registry_runs_the_drivers_it_held_when_imported(monkeypatch):
     from w1d1_student import registry
     from w1d1_student.exercises import nb02_scaled_dot_product as nb02
 
-    held, table = registry.driver("attention_backward"), registry.judge("attention_backward")
+    held, table = registry.driver("attention_backward"), registry.verdict_table("attention_backward")
     monkeypatch.setitem(nb02.EXERCISES, "attention_backward", (None, None))
     monkeypatch.setattr(registry, "MODULES", ())
-    assert registry.driver("attention_backward") is held and registry.judge("attention_backward") is table
+    assert registry.driver("attention_backward") is held and registry.verdict_table("attention_backward") is table

@@ -17,7 +17,7 @@ from traitlets.config import Config
 from autograder import page_policy
 from autograder.chain import feedback_page
 from autograder.notes import printable, stored_in
-from autograder.report import reports
+from autograder.report import grade_tables
 from tests import grading_class as gc
 from tests.entry_points import through_chain
 
@@ -81,8 +81,8 @@ def test_student_text_leaves_the_chain_printable_and_encodable(tmp_path_factory,
     page = feedback_html(nb)
     page.encode("utf-8")
     assert page_policy.CSP_META in page and "<script>alert" not in page
-    row = [reports.csv_safe(printable(name)), "1", "0", "0", "1", "1", "0", reports.csv_safe(" ".join(notes))]
-    rendered = reports.render(reports.TOTALS_HEADER, [row])
+    row = [grade_tables.csv_safe(printable(name)), "1", "0", "0", "1", "1", "0", grade_tables.csv_safe(" ".join(notes))]
+    rendered = grade_tables.render(grade_tables.TOTALS_HEADER, [row])
     rendered.encode("utf-8")
     assert len(rendered.splitlines()) == 2                               # one line per student, nothing forged
     cell = list(csv.reader(io.StringIO(rendered)))[1][0]

@@ -34,11 +34,11 @@ from autograder.kernels.sandbox import SandboxUnavailable, describe_limits
 from autograder.kernels.sandbox_check import try_kernel
 from autograder.notes import Note, for_page, from_data, printable, quoted
 from autograder.outdir import OutFolder, OutFolderBusy, file_stamp, read_state, write_state, write_text
-from autograder.report import class_report, reports
+from autograder.report import class_report, grade_tables
 
 __all__ = ["CSV_HEADER", "GradingError", "grade", "main"]
 
-CSV_HEADER = reports.CSV_HEADER
+CSV_HEADER = grade_tables.CSV_HEADER
 # what every worker imports (nbgrader's converters, the chain of nbgrader_config.py, the answer key,
 # nbconvert's HTML export): the fork server imports it once
 WORKER_IMPORTS = ["autograder.command.grading_worker", "autograder.chain.sandboxed_execute", "autograder.chain.verdicts",
@@ -290,11 +290,11 @@ def _write_results(gen, work, records, notebooks, rendered, results):
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}") as gb:
-        tables = reports.build(gb, records, notebooks)
+        tables = grade_tables.build(gb, records, notebooks)
         for sid, rec in records.items():
-            rec["gradebook"] = reports.gradebook_fingerprint(gb, sid) if rec["ok"] else None
+            rec["gradebook"] = grade_tables.gradebook_fingerprint(gb, sid) if rec["ok"] else None
     for name, (header, rows) in tables.items():
-        write_text(gen / name, reports.render(header, rows))
+        write_text(gen / name, grade_tables.render(header, rows))
     (gen / "feedback").mkdir(exist_ok=True)
     for sid, rec in records.items():
         if sid in rendered or not (gen / "feedback" / sid).is_dir():
@@ -328,7 +328,7 @@ def _summary(rows, records, notebooks, log):
     log("\n" + f"{'学号':<16}" + "".join(f"{s:>9}" for s in short) + f"{'合计':>10}  说明")
     for student in sorted(records):
         cells, got_all, tot_all = [], 0.0, 0.0
-        row = table.get(reports.csv_safe(student), {})
+        row = table.get(grade_tables.csv_safe(student), {})
         for name in notebooks:
             if name in row:
                 got, tot = row[name]

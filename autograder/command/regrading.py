@@ -6,7 +6,7 @@ from autograder.course import ASSIGNMENT, REPO, SOURCE_DIR
 from autograder.errors import GradingError
 from autograder.notes import printable
 from autograder.outdir import copy_gradebook, link_tree, tree_hash
-from autograder.report import reports
+from autograder.report import grade_tables
 
 # what only arranges, stores or shows results (paths under autograder/; a room: all of it): changing it
 # regrades nobody
@@ -99,6 +99,6 @@ def _refresh_needed(work, previous_state, regrade):
     refresh = set()
     with Gradebook(f"sqlite:///{db}") as gb:
         for sid, old in previous_state.get("students", {}).items():
-            if sid not in regrade and old.get("ok") and reports.gradebook_fingerprint(gb, sid) != old.get("gradebook"):
+            if sid not in regrade and old.get("ok") and grade_tables.gradebook_fingerprint(gb, sid) != old.get("gradebook"):
                 refresh.add(sid)
     return refresh

@@ -5,7 +5,7 @@ Shared float64 pieces are in `references.py`, the seeded generator in `seeding.p
 CASES:   grade_id -> cases(seed, hidden) -> [case]
 ANSWERS: grade_id -> {name: fn(case)}   ("ref" and each known bug the verdict tables name)
 CARRIES: grade_id -> the exercises whose answers its hidden cases hold (correct classes under test): those
-         cases reach a kernel only after every test cell of those exercises (autograder/chain/nbgrader_plugins.py)
+         cases reach a kernel only after every test cell of those exercises (autograder/chain/case_delivery.py)
 """
 from w1d1_student import registry
 

@@ -280,7 +280,7 @@ CASES, ANSWERS = graded({
 # public ones ship in the wheel, so they are no answer to exercise `mha`: their attention is PyTorch's own
 # (F.multi_head_attention_forward, which `mha` forbids). The hand-written ones go only into the hidden cases,
 # sent to the kernel just before the hidden check (never while a test cell of an exercise in CARRIES is still
-# to run: autograder/chain/nbgrader_plugins.py).
+# to run: autograder/chain/case_delivery.py).
 
 # bug: (the properties that must see it, the properties blind to it by the math: on that bug a correct checker's
 # value stays ≈ 0, as on a correct class, whatever mask, sizes or dtype it uses). A checker that writes one number

@@ -15,7 +15,7 @@ from w1d1_format import OWN_KEY, VERDICTS_KEY, copy_of
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, available_notebooks
 from autograder.notes import from_data, is_printable, printable, stored_in, texts
-from autograder.report import reports
+from autograder.report import grade_tables
 
 COMPANION = "w1day1_checks.py"
 
@@ -64,7 +64,7 @@ def exercises(notebooks):
     """The graded exercises of the notebooks: each answer's public and hidden test cell with points."""
     out = []
     for name in notebooks:
-        tests, _ = reports.graded_cells(name)
+        tests, _ = grade_tables.graded_cells(name)
         points = dict(tests)
         for cell_id in points:
             if cell_id.startswith("test_") and not cell_id.endswith("__hidden"):
@@ -125,7 +125,7 @@ def read(gb, work, records, notebooks=None, report_dir=None, feedback_pages=None
     work = Path(work)
     if records is None:
         records = records_from_gradebook(gb, work, notebooks)
-    tables = reports.build(gb, records, notebooks)
+    tables = grade_tables.build(gb, records, notebooks)
     data = from_tables(tables, records, notebooks)
     wanted = {"tests": {c for ex in data.exercises for c in (ex.public[0], ex.hidden[0])},
               "answers": {ex.grade_id for ex in data.exercises}}
@@ -167,7 +167,7 @@ def records_from_gradebook(gb, work, notebooks):
 
 
 def from_tables(tables, records, notebooks):
-    """ClassData from the three tables `reports.build` made (scores only; verdicts and answers empty)."""
+    """ClassData from the three tables `grade_tables.build` made (scores only; verdicts and answers empty)."""
     grades = tables["grades.csv"][1]
     students = sorted(records)
     scores = {(_unquote(s), cell): float(score) for s, _, cell, score, _ in grades}
@@ -191,4 +191,4 @@ def from_tables(tables, records, notebooks):
 
 def _unquote(cell):
     """A student id as the tables hold it (csv_safe may have prefixed an apostrophe)."""
-    return cell[1:] if cell.startswith("'") and cell[1:].startswith(reports.FORMULA_START) else cell
+    return cell[1:] if cell.startswith("'") and cell[1:].startswith(grade_tables.FORMULA_START) else cell

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from autograder.course import ASSIGNMENT
 from autograder.outdir import write_text
-from autograder.report import class_data, class_stats, report_page, reports, similarity
+from autograder.report import class_data, class_stats, grade_tables, report_page, similarity
 
 FILES = ("report.html", "diagnoses.csv", "exercise_stats.csv", "similarity.csv")
 DIAGNOSES_HEADER = ["student_id", "notebook", "grade_id", "check", "stage", "mistake", "description", "points_lost"]
@@ -47,7 +47,7 @@ def compare_answers(data):
 def tables(data, stats, comparison):
     """{file name: (header, rows)} of the three CSV files, every text cell neutralised for spreadsheets."""
     def safe_row(row):
-        return [reports.csv_safe(class_data.safe(v)) for v in row]
+        return [grade_tables.csv_safe(class_data.safe(v)) for v in row]
 
     stat_rows = [[s.notebook, s.grade_id, f"{s.points:g}", s.students, _fmt(s.mean), _fmt(s.full_share),
                   _fmt(s.zero_share), _fmt(s.difficulty), _fmt(s.discrimination), _fmt(s.public_only_share),
@@ -62,7 +62,7 @@ def write(folder, data):
     stats = class_stats.all_exercise_stats(data)
     comparison = compare_answers(data)
     for name, (header, rows) in tables(data, stats, comparison).items():
-        write_text(Path(folder) / name, reports.render(header, rows))
+        write_text(Path(folder) / name, grade_tables.render(header, rows))
     write_text(Path(folder) / "report.html", report_page.render(data, stats, comparison))
     return stats
 

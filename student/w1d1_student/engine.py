@@ -1,4 +1,4 @@
-"""Verdicts: compare what the student's code returned with the grader's float64 reference, stage by stage.
+"""Verdicts: compare what the student's code returned with the grader's float64 reference, step by step.
 
 References and the outputs of known bugs are never computed here: the grader puts them into each
 case as `case["_oracle"][name]` (computed live while grading, precomputed as data for the public
@@ -206,13 +206,13 @@ def ran(res):
 
 
 def compare(cases, results, reference, keys, *, diagnoses=(), rtol=1e-6, atol=1e-8, dtypes=None, show=None):
-    """The staged loop over plain outputs `keys` (no extra checks, inputs not checked).
+    """The one loop of steps over plain outputs `keys` (no extra checks, inputs not checked).
 
     reference(case) -> dict of expected values; dtypes: key -> expected dtype name (or case -> name).
     """
     outputs = tuple(Output(k, expected=lambda c, k=k: reference(c)[k], tol=(rtol, atol),
                            dtype=(dtypes or {}).get(k)) for k in keys)
-    return Exercise(outputs, diagnoses=diagnoses, show=show, untouched=None)(cases, results)
+    return VerdictTable(outputs, diagnoses=diagnoses, show=show, untouched=None)(cases, results)
 
 
 def _same_view(case, arr):
@@ -265,7 +265,7 @@ class Output:
         return self.name if self.name is not None else f"`{self.key}` "
 
     def check(self, stage, case, out, ex, diagnoses):
-        """The first stage this output fails on `case`, or None."""
+        """The first step this output fails on `case`, or None."""
         if self.key not in out:
             return fail(f"【{stage}】没有得到输出 `{self.key}`。")
         got, want = np.asarray(out[self.key]), np.asarray(self.want(case))
@@ -305,8 +305,8 @@ class Output:
 
 
 @dataclass(frozen=True)
-class Exercise:
-    """The tables of one exercise, judged by the one staged loop:
+class VerdictTable:
+    """The tables of one exercise, judged by the engine's one loop of steps:
 
     gate(cases, results)   conditions on the whole run, checked first (e.g. a forbidden API)
     then case by case:     error (hints, or error(case, res)) → flags(case, out) → each output's

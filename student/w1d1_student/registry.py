@@ -1,6 +1,6 @@
 """The one list of exercises, built from the notebook modules of `exercises/`.
 
-NOTEBOOK_OF: grade_id -> the notebook it belongs to; `driver` and `judge` give an exercise's driver and
+NOTEBOOK_OF: grade_id -> the notebook it belongs to; `driver` and `verdict_table` give an exercise's driver and
 verdict table. The grader's half of an exercise (cases and answer key) is in the module of the same name
 under `autograder/exercises/`.
 
@@ -20,7 +20,7 @@ VOCABULARY = driver.WORDS.union(AutogradUse.WORDS, *(getattr(module, "WORDS", ()
 
 
 def _make_lookups(tables):
-    """topic, driver and judge, reading `tables` (held in their closure, not looked up in this module's dict)."""
+    """topic, driver and verdict_table, reading `tables` (held in their closure, not looked up in this module's dict)."""
 
     def known(grade_id):
         if grade_id not in tables:
@@ -35,14 +35,14 @@ def _make_lookups(tables):
         """The `Driver` of an exercise: how to run the student's code on one case."""
         return known(grade_id)[1]
 
-    def judge(grade_id):
-        """The verdict table of an exercise: judge(cases, results) -> Verdict."""
+    def verdict_table(grade_id):
+        """The verdict table of an exercise (an engine.VerdictTable: table(cases, results) -> Verdict)."""
         return known(grade_id)[2]
 
-    return topic, driver, judge
+    return topic, driver, verdict_table
 
 
 # every exercise's (topic, driver, verdict table) as they are now, before any student code runs, held in the lookups'
 # closure: a notebook that later rebinds an entry of a module's EXERCISES changes nothing a check uses
-topic, driver, judge = _make_lookups({gid: (module.__name__.rsplit(".", 1)[1], *module.EXERCISES[gid])
-                                      for module in MODULES for gid in module.EXERCISES})
+topic, driver, verdict_table = _make_lookups({gid: (module.__name__.rsplit(".", 1)[1], *module.EXERCISES[gid])
+                                              for module in MODULES for gid in module.EXERCISES})

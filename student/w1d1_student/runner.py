@@ -157,7 +157,7 @@ def judge(grade_id, cases, results, hidden=False):
     results = [_in_words(res) for res in results]
     try:
         with judging(hidden):
-            verdict = registry.judge(grade_id)(cases, results)
+            verdict = registry.verdict_table(grade_id)(cases, results)
     except Exception as exc:  # a value the checks cannot even compare costs this exercise only
         why = type(exc).__name__ if hidden else f"{type(exc).__name__}: {str(exc)[:200]}"
         return fail(f"检查没法比较你的结果（{why}）：返回值不符合题目的约定"

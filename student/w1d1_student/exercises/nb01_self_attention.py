@@ -7,12 +7,12 @@ got. Where the student's code cannot run with it (a softmax of another signature
 the check runs it again with the student's own `softmax`. An answer that computes the softmax inline
 is judged as written.
 
-Verdicts: tables for the engine's staged loop.
+Verdicts: tables for the engine's one loop.
 """
 import numpy as np
 
 from ..driver import Driver, items, lookup, to_numpy
-from ..engine import Exercise, Output, fmt, known
+from ..engine import Output, VerdictTable, fmt, known
 
 NOTEBOOK = "01_self_attention"
 
@@ -26,7 +26,7 @@ def _call_softmax(ns, case):
     return {"y": to_numpy(y), "input_changed": not np.array_equal(x, case["x"])}
 
 
-SOFTMAX = Exercise(
+SOFTMAX = VerdictTable(
     (Output("y", tol=(1e-6, 1e-10)),),
     diagnoses=[
         ("softmax 数值不稳定：exp 之前先减去该轴上的最大值（平移不变性），否则大输入会溢出成 inf/NaN。", known("naive")),
@@ -89,7 +89,7 @@ def _call_self_attention(ns, case):
     return {"Y": to_numpy(Y), "A": to_numpy(A), "input_changed": changed}
 
 
-SELF_ATTENTION = Exercise(
+SELF_ATTENTION = VerdictTable(
     (Output("A", tol=(1e-6, 1e-9)), Output("Y", tol=(1e-6, 1e-9))),
     diagnoses=[
         ("缺少缩放：分数要除以 √d_k。", known("no_scale")),
@@ -108,7 +108,7 @@ def _call_diag(ns, case):
     return {"rate": to_numpy(rate), "asym": to_numpy(asym)}
 
 
-SCORE_DIAGNOSTICS = Exercise(
+SCORE_DIAGNOSTICS = VerdictTable(
     (Output("rate", tol=(1e-6, 1e-9)), Output("asym", tol=(1e-6, 1e-9))),
     diagnoses=[
         ("self_argmax_rate 看错了方向：要看每一行（每个 query）的最大值是否在对角线上，即 argmax(axis=1)。",

@@ -15,7 +15,7 @@ gradcheck): that is the grader's own, the class's backward and every hook in it 
 A thread other than the kernel's alive or started during a case is reported too (the modes see one
 thread), and torch.fx's code run on the checking thread (an autograd-made graph traced at cell time) as autograd.
 
-Verdicts: tables for the engine's staged loop, with the checks only these exercises have.
+Verdicts: tables for the engine's one loop, with the checks only these exercises have.
 """
 import functools
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..case_inputs import make_f
 from ..driver import Driver, dtype_name, is_tensor, items, lookup, to_numpy, type_name
-from ..engine import MASK_MESSAGES, Exercise, Named, Output, bug_table, compare, fail, fmt, known, shown_only_public
+from ..engine import MASK_MESSAGES, Named, Output, VerdictTable, bug_table, compare, fail, fmt, known, shown_only_public
 from ..torch_calls import AutogradUse, threads_started
 
 NOTEBOOK = "02_scaled_dot_product"
@@ -106,7 +106,7 @@ def _show_qkv(c):
             + (f"\nmask={fmt(c['mask'])}" if c["mask"] is not None and np.size(c["mask"]) <= 24 else ""))
 
 
-ATTENTION_FORWARD = Exercise((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), diagnoses=FORWARD_BUGS,
+ATTENTION_FORWARD = VerdictTable((Output("Y", answer="fwd", tol=(1e-6, 1e-9)),), diagnoses=FORWARD_BUGS,
                              show=_show_qkv, hint=batch_hint, error=batch_error)
 
 
@@ -254,7 +254,7 @@ def independent_checks(case, res):
     return None
 
 
-ATTENTION_BACKWARD = Exercise(
+ATTENTION_BACKWARD = VerdictTable(
     tuple(Output(k, answer="bwd", tol=(1e-6, 1e-9)) for k in ("dV", "dQ", "dK")), diagnoses=BACKWARD_BUGS,
     show=lambda c: _show_qkv(c) + f"\ndY={fmt(c['dY'])}", hint=batch_hint, error=batch_error,
     gate=lambda cases, results: backward_by_hand(cases, results) or forward_first(cases, results),
@@ -310,7 +310,7 @@ def _numgrad_render(case, want, got):
     return f"输入：x={fmt(case['x'])}，eps={eps}\n期望：{fmt(want)}\n你的：{fmt(got)}"
 
 
-NUMERICAL_GRADIENT = Exercise(
+NUMERICAL_GRADIENT = VerdictTable(
     (Output("grad", expected=known("central"), tol=(1e-7, 1e-8), name="返回值",
             shape_note="应与 x 的形状相同。", fallback="数值与中心差分的结果不一致。", render=_numgrad_render,
             namer=closest_difference_bug),),
@@ -403,7 +403,7 @@ def _function_tol(case):
     return (1e-6, 1e-9) if case["dtype"] == "float64" else (1e-4, 1e-5)
 
 
-ATTENTION_FUNCTION = Exercise(
+ATTENTION_FUNCTION = VerdictTable(
     tuple(Output(k, answer="bwd", dtype=lambda c: c["dtype"], tol=_function_tol) for k in ("Y", "dV", "dQ", "dK")),
     diagnoses=FUNCTION_BUGS, show=lambda c: _show_qkv(c) + f"，dtype {c['dtype']}", hint=batch_hint,
     flags=own_autograd_node, error=lambda case, res: function_error(case, res) or batch_error(case, res),
@@ -444,7 +444,7 @@ def a_python_float(case, out):
     return None
 
 
-INIT_SCORE_STD = Exercise((Output("std", answer="init", tol=(1e-9, 1e-12)),), diagnoses=INIT_BUGS, show=_init_show,
+INIT_SCORE_STD = VerdictTable((Output("std", answer="init", tol=(1e-9, 1e-12)),), diagnoses=INIT_BUGS, show=_init_show,
                           extras=a_python_float, untouched=None)
 
 

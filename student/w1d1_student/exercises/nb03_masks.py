@@ -5,7 +5,7 @@ sends back numpy outputs, dtype names and flags. No reference implementation liv
 
 Verdicts: masks, masked softmax, and the left-padding NaN trap.
 
-Tables for the engine's staged loop (errors first, then the bugs consistent with every case). A
+Tables for the engine's one loop (errors first, then the bugs consistent with every case). A
 mismatch shows the smallest slice that differs: a mask as a grid of · (kept) and ✗ (blocked), a
 tensor as its first differing sample.
 """
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..case_inputs import ms_inputs
 from ..driver import Driver, dtype_name, is_tensor, lookup, to_numpy
-from ..engine import Exercise, Output, close, fail, fmt, known, raised, shown_only_public
+from ..engine import Output, VerdictTable, close, fail, fmt, known, raised, shown_only_public
 
 NOTEBOOK = "03_masks"
 WORDS = ("dq", "dk", "dv")  # what a result names besides types and dtypes (driver.py)
@@ -99,7 +99,7 @@ def _mask_grid(show, names=(), axes="行 = query，列 = key"):
 def mask_exercise(diagnoses, show, names=(), shape_note="", axes="行 = query，列 = key"):
     mask = Output("m", dtype="bool", tol=(0.0, 0.0), name="掩码", shape_note=shape_note, dtype_note=DTYPE_HINT,
                   fallback="掩码与参考答案不一致。", render=_mask_grid(show, names, axes))
-    return Exercise((mask,), diagnoses=diagnoses, error=_overflow, after=_tensor, untouched=INPUT_CHANGED,
+    return VerdictTable((mask,), diagnoses=diagnoses, error=_overflow, after=_tensor, untouched=INPUT_CHANGED,
                     narrow=True, errors_first=True)
 
 
@@ -295,7 +295,7 @@ def _ms_rows(c, out):
     return _MS_GRAD.check(c["stage"], c, out, masked_softmax, ())
 
 
-masked_softmax = Exercise(
+masked_softmax = VerdictTable(
     (Output("p", tol=_tol, view=_kept_rows, name="输出", same_as="scores", dtype=lambda c: c["dtype"], nan_matches=True,
             fallback="有可看 key 的行与参考答案不一致。", render=_ms_render("p")),),
     diagnoses=[
@@ -405,7 +405,7 @@ def _lp_gradients(c, out):
     return None
 
 
-leftpad_safe = Exercise(
+leftpad_safe = VerdictTable(
     (Output("y", tol=_tol, view=_real_rows, name="输出", dtype=lambda c: c["dtype"], same_as="q", nan_matches=True,
             fallback="真实位置上的输出与参考答案不一致。", render=_lp_render),),
     diagnoses=[

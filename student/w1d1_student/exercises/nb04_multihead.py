@@ -10,7 +10,7 @@ however it was reached; nothing is patched. The grader also rejects direct uses 
 source (autograder/static/forbidden_calls.py), which no code in the kernel can change. The modes see only
 the calling thread, so starting a Python thread is itself reported.
 
-Verdicts: split_merge_heads, mha — tables for the engine's staged loop.
+Verdicts: split_merge_heads, mha — tables for the engine's one loop.
 
 mha_selfcheck grades the student's own checks by mutation analysis: each case holds one class (the grader's
 source text, a hidden one written afresh for each run, defined here like the student's own class); the student's
@@ -23,7 +23,7 @@ module); for each realistic bug the grader reproduces its output so a mismatch n
 import numpy as np
 
 from ..driver import OTHER, Driver, described, dtype_name, is_tensor, items, lookup, to_numpy, type_name
-from ..engine import MASK_MESSAGES, Exercise, Output, bug_table, fail, fmt, known, shown_only_public
+from ..engine import MASK_MESSAGES, Output, VerdictTable, bug_table, fail, fmt, known, shown_only_public
 from ..torch_calls import threads_started, watching
 
 NOTEBOOK = "04_multihead"
@@ -132,7 +132,7 @@ def _split_show(c):
     return f"y.shape={c['y'].shape}（{c['layout']}），y={fmt(c['y'])}"
 
 
-SPLIT_MERGE_HEADS = Exercise(
+SPLIT_MERGE_HEADS = VerdictTable(
     lambda c: (_exact("s"), _exact("roundtrip")) if c["kind"] == "split" else (_exact("m"),),
     diagnoses=lambda c: SPLIT_BUGS if c["kind"] == "split" else MERGE_BUGS,
     show=_split_show, error=recognised_error)
@@ -450,7 +450,7 @@ def _mha_outputs(case):
     return ()
 
 
-MHA = Exercise(
+MHA = VerdictTable(
     _mha_outputs,
     diagnoses=lambda c: ([(DETACHED, known("grads_detached"))] if c["kind"] == "backward" else []) + MHA_DIAGNOSES,
     show=_show, gate=hand_written, error=recognised_error, hint=_not_equivariant,
@@ -595,7 +595,7 @@ def _selfcheck_error(case, res):
     return None
 
 
-SELFCHECK = Exercise((), error=_selfcheck_error, flags=_returned, extras=_mutants, untouched=None)
+SELFCHECK = VerdictTable((), error=_selfcheck_error, flags=_returned, extras=_mutants, untouched=None)
 
 
 # grade_id -> (driver: how to run the student's code on one case, verdict table: how to read its outputs)

@@ -3,12 +3,12 @@
 Counts must be exact integers, so the outputs travel as Python ints (JSON keeps them exact, even
 beyond int64) together with the name of the type the student returned (from driver.py's vocabulary).
 
-Verdicts: exact integer counts — tables for the engine's staged loop.
+Verdicts: exact integer counts — tables for the engine's one loop.
 """
 import numpy as np
 
 from ..driver import OTHER, Driver, is_tensor, lookup, type_name
-from ..engine import Exercise, Number, bug_table, known
+from ..engine import Number, VerdictTable, bug_table, known
 
 NOTEBOOK = "05_complexity"
 
@@ -60,7 +60,7 @@ share_macs             占比用了乘加算 1 次的公式，分子分母的系
 """)
 
 
-FLOPS = Exercise((exact_count("flops", FLOPS_BUGS),
+FLOPS = VerdictTable((exact_count("flops", FLOPS_BUGS),
                   Number("share", expected=known("share"), kind="float", diagnoses=SHARE_BUGS, bounds=(0.0, 1.0), name="占比")),
                  show=lambda c: f"T={c['T']}, d={c['d']}", untouched=None)
 
@@ -99,7 +99,7 @@ mem_gib        返回的是 GiB，题目要字节数（不要除以 2**30）。
 """)
 
 
-ATTN_MEMORY = Exercise(
+ATTN_MEMORY = VerdictTable(
     (exact_count("bytes", MEMORY_BUGS),), untouched=None,
     show=lambda c: "B={}, h={}, T={}, bytes_per_element={}, n_layers={}".format(*_mem_args(c)))
 
@@ -127,7 +127,7 @@ gen_macs              把一次乘加算成了 1 次浮点运算（系数应是 
 """)
 
 
-GENERATION_FLOPS = Exercise((exact_count("flops", GENERATION_BUGS),), untouched=None,
+GENERATION_FLOPS = VerdictTable((exact_count("flops", GENERATION_BUGS),), untouched=None,
                             show=lambda c: f"T={c['T']}, d={c['d']}, kv_cache={c['kv_cache']}")
 
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..driver import Driver, described, dtype_name, is_tensor, items, lookup, to_numpy, type_name
-from ..engine import Exercise, Output, fail, fmt, known, shown_only_public
+from ..engine import Output, VerdictTable, fail, fmt, known, shown_only_public
 from ..torch_calls import watching
 
 NOTEBOOK = "06_api"
@@ -199,7 +199,7 @@ def _dropout_structure(case, out):
     return None
 
 
-sdpa_attention = Exercise(
+sdpa_attention = VerdictTable(
     outputs=lambda c: (DROPOUT_Y,) if c["kind"] == "dropout_train" else (SDPA_Y,),
     diagnoses=SDPA_DIAGNOSES,
     show=lambda c: f"q {c['q'].shape}, k {c['k'].shape}, {_mask_text(c['mask'])}, is_causal={bool(c['is_causal'])}",
@@ -230,7 +230,7 @@ def _decode_hint(case, out, message):
     return ""
 
 
-decode_step = Exercise(
+decode_step = VerdictTable(
     outputs=(_y(shape_note="应为 (B,h,1,d_k)：保留长度为 1 的那一维（不要 squeeze）。"),),
     diagnoses=[
         ("L=1 时 is_causal=True 用的是左上角对齐的下三角，新 token 只能看见第一个 key。"
@@ -339,7 +339,7 @@ def _biases_present(case, out):
     return None
 
 
-to_torch_mha = Exercise(
+to_torch_mha = VerdictTable(
     outputs=lambda c: ((IN_PROJ, IN_PROJ_BIAS, OUT_PROJ, OUT_PROJ_BIAS, TORCH_Y) if c["bias"]
                        else (IN_PROJ, OUT_PROJ, TORCH_Y)),
     show=lambda c: f"x {c['x'].shape}, d_model={c['d_model']}, n_heads={c['n_heads']}, bias={c['bias']}",
@@ -414,7 +414,7 @@ def _need_weights(case, out):
     return None
 
 
-torch_mha_forward = Exercise(
+torch_mha_forward = VerdictTable(
     outputs=(_y(),),
     diagnoses=[
         ("key_padding_mask 的约定弄反了：nn.MultiheadAttention 的 key_padding_mask 里 True = 忽略这个 key，"

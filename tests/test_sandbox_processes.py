@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
+from autograder.errors import SandboxUnavailable
 from autograder.kernels import sandbox
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
@@ -261,7 +262,7 @@ def test_program_is_built_for_known_machines_only(monkeypatch):
     monkeypatch.setattr(no_processes.platform, "machine", lambda: "riscv64")
     with pytest.raises(no_processes.UnsupportedArch, match="riscv64"):
         no_processes.program()
-    with pytest.raises(sandbox.SandboxUnavailable, match="seccomp"):
+    with pytest.raises(SandboxUnavailable, match="seccomp"):
         sandbox.bwrap_command(["/usr/bin/true"], uid=False)
 
 

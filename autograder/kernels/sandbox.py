@@ -35,6 +35,7 @@ from w1d1_student.runner import CASES_ENV, COMPANION_STUB, COMPANIONS
 
 from autograder import timing
 from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO
+from autograder.errors import SandboxUnavailable
 from autograder.kernels import cgroup_limits, no_processes
 from autograder.kernels.kernel_messages import MAX_FRAME_BYTES, BoundedSession
 
@@ -52,14 +53,6 @@ NPROC = 256
 # ahead pay it while the notebooks before run.
 AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
 MB = 2**20
-
-
-class SandboxUnavailable(RuntimeError):
-    """Why no sandbox can run here (`cause`, the real one) and what to do about it (`advice`)."""
-
-    def __init__(self, cause, advice="把这个原因报告给课程维护者"):
-        super().__init__(f"{cause}\n    怎么办：{advice}")
-        self.cause, self.advice = cause, advice
 
 
 def _under(path, folder):

@@ -13,8 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.errors import SandboxUnavailable
 from autograder.kernels import sandbox
-from autograder.kernels.sandbox import SandboxUnavailable
 
 # what the checked python does: is each folder it needs there for its uid, does each module a kernel imports before
 # the first cell resolve; a JSON list of what is missing goes to stdout, or to the file argv[2]

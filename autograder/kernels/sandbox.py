@@ -9,7 +9,7 @@ kernel left behind. The companion script and the reference implementation are no
 there and wherever the grader's Python would find them, the sandbox shows a stub.
 A seccomp filter (no_processes.py) keeps the kernel to one process: threads work, fork, vfork and
 clone of a new process fail, so nothing computes out of sight of the checks in the kernel.
-prlimit caps address space, CPU time, processes and file sizes; as root, the kernel runs under an
+prlimit caps address space, CPU time, processes and file sizes (limits.py); as root, the kernel runs under an
 unprivileged uid of its own so the process cap holds. Every path starts its kernels so: the grading command,
 nbgrader's own commands and formgrader, as root or not.
 """
@@ -38,6 +38,7 @@ from autograder.course import ASSIGNMENT, RELEASE_DIR, REPO
 from autograder.errors import SandboxUnavailable
 from autograder.kernels import cgroup_limits, no_processes
 from autograder.kernels.kernel_messages import MAX_FRAME_BYTES, BoundedSession
+from autograder.kernels.limits import MB, NPROC, Limits
 
 HOME = "/home/student"
 WORKDIR = f"{HOME}/w1d1"                  # the kernel's working folder (tmpfs)
@@ -46,13 +47,11 @@ RELEASED_FILES = RELEASE_DIR / ASSIGNMENT  # what fills the kernel's working fol
 # the release's modules, imported before the first cell; then the working folder leaves the import path
 RELEASED_MODULES = tuple(sorted(p.stem for p in RELEASED_FILES.glob("*.py")))
 MAX_COPIED_FILE = 20 * 2**20
-NPROC = 256
 # what every graded kernel imports before the first cell, after the registry, on both paths (a kernel must look
 # the same to the answers whichever path grades it): pyplot (every notebook's first cell imports it) and what
 # torch imports at a kernel's first backward given a gradient (sympy). The grading command's kernels started
 # ahead pay it while the notebooks before run.
 AHEAD_IMPORTS = ("matplotlib.pyplot", "torch.fx.experimental.symbolic_shapes")
-MB = 2**20
 
 
 def _under(path, folder):
@@ -154,14 +153,6 @@ def fill_inbox(source, inbox):
     for p in [inbox, *inbox.iterdir()]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return names
-
-
-class Limits:
-    """Resource limits of one kernel."""
-
-    def __init__(self, memory_mb=3072, cpu_seconds=600, tmp_mb=256, work_mb=256, shm_mb=64, file_mb=256):
-        self.memory_mb, self.cpu_seconds = memory_mb, cpu_seconds
-        self.tmp_mb, self.work_mb, self.shm_mb, self.file_mb = tmp_mb, work_mb, shm_mb, file_mb
 
 
 def _run_as_root():

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from autograder.errors import SandboxUnavailable
 from autograder.kernels import sandbox
+from autograder.kernels.limits import Limits
 
 # what the checked python does: is each folder it needs there for its uid, does each module a kernel imports before
 # the first cell resolve; a JSON list of what is missing goes to stdout, or to the file argv[2]
@@ -129,7 +130,7 @@ def _fresh(needed, limits):
 def try_kernel(limits=None):
     """Raise SandboxUnavailable (the real cause, what to do) unless a kernel can start here, in the sandbox every
     graded kernel gets."""
-    limits = limits or sandbox.Limits(cpu_seconds=30)
+    limits = limits or Limits(cpu_seconds=30)
     try:
         needed = _needed()
         _fresh(needed, limits)

@@ -17,7 +17,7 @@ from w1d1_student.wire import MIME
 
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, REPO
-from autograder.kernels import sandbox
+from autograder.kernels import kernel_view, sandbox
 from autograder.static import forbidden_calls
 from tests import grading_class as gc
 
@@ -285,10 +285,10 @@ def test_hidden_modules_in_site_packages_show_a_stub(tmp_path, monkeypatch):
     (site / "w1day1_checks.py").write_text("SECRET = 42\ndef softmax(x):\n    return x\n")
     (site / "__pycache__" / "w1day1_checks.cpython-311.pyc").write_bytes(b"SECRET bytes")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [*_roots(), str(site)])
+    monkeypatch.setattr(kernel_view, "_python_roots", lambda: [*_roots(), str(site)])
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    sandbox.fill_inbox(None, inbox)
+    kernel_view.fill_inbox(None, inbox)
     probe = (f"import sys; sys.path.insert(0, {str(site)!r}); import w1day1_checks as w; "
              f"print(open(w.__file__).read()); print(open({str(site / '__pycache__' / 'w1day1_checks.cpython-311.pyc')!r}).read())")
     cmd = sandbox.bwrap_command([sys.executable, "-c", probe], sandbox.Folders(inbox))
@@ -297,7 +297,7 @@ def test_hidden_modules_in_site_packages_show_a_stub(tmp_path, monkeypatch):
     assert "SECRET" not in run.stdout and "评分时" in run.stdout
 
 
-_ORIGINAL_ROOTS = sandbox._python_roots
+_ORIGINAL_ROOTS = kernel_view._python_roots
 
 
 def _roots():
@@ -313,7 +313,7 @@ def test_inbox_takes_only_regular_files(tmp_path):
     os.symlink("/etc/passwd", src / "link.txt")
     os.mkfifo(src / "fifo")
     (src / "sub").mkdir()
-    assert sandbox.fill_inbox(src, inbox) == ["a.ipynb"]
+    assert kernel_view.fill_inbox(src, inbox) == ["a.ipynb"]
     assert "SECRET" not in (inbox / "w1day1_checks.py").read_text()
     assert not (inbox / "link.txt").exists()
 

@@ -16,10 +16,11 @@ import textwrap
 
 import nbformat
 import pytest
+from w1d1_student.runner import COMPANIONS
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from autograder.errors import SandboxUnavailable
-from autograder.kernels import sandbox
+from autograder.kernels import kernel_view, sandbox
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -239,7 +240,7 @@ CONFINED = textwrap.dedent('''
 def test_confined_python_has_threads_but_no_processes(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    sandbox.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
+    kernel_view.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
     run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], sandbox.Folders(inbox)),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -249,7 +250,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
     assert found["thread"] == [1] and found["tasks"] >= 2, found  # Python threads and torch's own
     # the working folder: the release's files (the companion script and the reference as stubs)
     released = sorted(p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir() if p.is_file())
-    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in sandbox.COMPANIONS)}), found
+    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in COMPANIONS)}), found
 
 
 def test_program_is_built_for_known_machines_only(monkeypatch):

@@ -5,7 +5,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from autograder.kernels import kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_view, sandbox
 
 SEEN = r'''
 import json, os, resource, socket, sys
@@ -101,7 +101,7 @@ def test_a_kernel_is_one_process_with_nothing_of_the_graders():
     assert a["fd_targets"] == ["pipe", "/dev/null", "/dev/null"] and a["sysv"] == [] and a["loopback"] == "connected"
     assert a["argv"][0].endswith("ipykernel_launcher.py") and a["cwd"] == kernel_view.WORKDIR
     assert not any(key.startswith(("W1D1_CASES", "JUPYTER_TOKEN")) for key in a["env"])
-    if sandbox.own_uid_works():  # as root: a uid of its own
+    if bwrap.own_uid_works():  # as root: a uid of its own
         assert a["uid_is_own"] and a["proc_owner"]
 
 

@@ -20,7 +20,7 @@ from w1d1_student.runner import COMPANIONS
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from autograder.errors import SandboxUnavailable
-from autograder.kernels import kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_view, sandbox
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -241,7 +241,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     kernel_view.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
-    run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], sandbox.Folders(inbox)),
+    run = subprocess.run(bwrap.bwrap_command([sys.executable, "-c", CONFINED], bwrap.Folders(inbox)),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     found = eval(run.stdout.strip().splitlines()[-1])
@@ -264,7 +264,7 @@ def test_program_is_built_for_known_machines_only(monkeypatch):
     with pytest.raises(no_processes.UnsupportedArch, match="riscv64"):
         no_processes.program()
     with pytest.raises(SandboxUnavailable, match="seccomp"):
-        sandbox.bwrap_command(["/usr/bin/true"], uid=False)
+        bwrap.bwrap_command(["/usr/bin/true"], uid=False)
 
 
 def test_kernel_folder_is_filled_from_the_release(tmp_path):

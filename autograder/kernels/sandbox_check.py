@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.errors import SandboxUnavailable
-from autograder.kernels import kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_view
 from autograder.kernels.limits import Limits
 
 # what the checked python does: is each folder it needs there for its uid, does each module a kernel imports before
@@ -111,11 +111,11 @@ def _refusal(kernel, stderr, returncode, missing, needed):
 
 
 def _fresh(needed, limits):
-    """The check in a sandbox as a freshly started kernel gets (sandbox.bwrap_command, its uid, the launcher)."""
+    """The check in a sandbox as a freshly started kernel gets (bwrap.bwrap_command, its uid, the launcher)."""
     inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
     try:
         kernel_view.fill_inbox(None, inbox)
-        cmd = sandbox.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], sandbox.Folders(inbox), limits)
+        cmd = bwrap.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], bwrap.Folders(inbox), limits)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=inbox)
     finally:
         shutil.rmtree(inbox, ignore_errors=True)

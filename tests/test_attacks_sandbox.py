@@ -17,7 +17,7 @@ from w1d1_student.wire import MIME
 
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, REPO
-from autograder.kernels import bwrap, kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 from autograder.static import forbidden_calls
 from tests import grading_class as gc
 
@@ -353,9 +353,9 @@ def test_a_kernel_manager_leaves_no_folders(tmp_path, monkeypatch):
     """Socket folder and copies go away with the manager, also when its kernel never started."""
     import gc as garbage
 
-    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
-    km = sandbox.SandboxKernelManager()
-    inbox = Path(sandbox.tempfile.mkdtemp(prefix="w1d1in-"))
+    monkeypatch.setattr(kernel_manager.tempfile, "tempdir", str(tmp_path))
+    km = kernel_manager.SandboxKernelManager()
+    inbox = Path(kernel_manager.tempfile.mkdtemp(prefix="w1d1in-"))
     km._leftovers.append(inbox)
     assert sorted(p.name[:6] for p in tmp_path.iterdir()) == ["w1d1in", "w1d1r-"]  # the socket folder's parent
     assert km._socket_dir.parent.name.startswith("w1d1r-") and km._socket_dir.name.startswith("w1d1k-")

@@ -1,11 +1,11 @@
-"""Every graded kernel starts alike on every path (sandbox.SandboxKernelManager): one process, a uid of its own as
+"""Every graded kernel starts alike on every path (kernel_manager.SandboxKernelManager): one process, a uid of its own as
 root, no capability, its first fds 1 and 2 on /dev/null; two kernels of one student see nothing of each other, and
 each is in its memory cgroup where the machine has one, gone with its kernel."""
 import asyncio
 import json
 from pathlib import Path
 
-from autograder.kernels import bwrap, kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 
 SEEN = r'''
 import json, os, resource, socket, sys
@@ -82,7 +82,7 @@ async def _run(km, code):
 
 
 def _manager():
-    return sandbox.SandboxKernelManager()
+    return kernel_manager.SandboxKernelManager()
 
 
 async def _seen_by(km, *codes):

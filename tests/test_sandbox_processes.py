@@ -20,7 +20,7 @@ from w1d1_student.runner import COMPANIONS
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
 from autograder.errors import SandboxUnavailable
-from autograder.kernels import bwrap, kernel_view, sandbox
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -273,7 +273,7 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
     (tmp_path / "w1d1_viz.py").write_text("ORIGIN = 'student'\n")
 
     async def listing():
-        km = sandbox.SandboxKernelManager()
+        km = kernel_manager.SandboxKernelManager()
         await km.start_kernel(cwd=str(tmp_path))
         kc = km.client()
         kc.start_channels()

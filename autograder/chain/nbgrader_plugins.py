@@ -21,7 +21,7 @@ from autograder import timing
 from autograder.exercises import CARRIES
 from autograder.exercises.checks import judge_payload
 from autograder.kernels import sandbox_check
-from autograder.kernels.sandbox import SandboxKernelManager
+from autograder.kernels.kernel_manager import SandboxKernelManager
 from autograder.static import forbidden_calls, provenance
 
 VERDICT_ENAME = "检查未通过"

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 from autograder import timing  # noqa: E402
 from autograder.command.grade import grade  # noqa: E402
 from autograder.course import ASSIGNMENT, SOURCE_DIR  # noqa: E402
-from autograder.kernels.sandbox import bwrap_command  # noqa: E402
+from autograder.kernels.bwrap import bwrap_command  # noqa: E402
 from bench import make_class  # noqa: E402  (bench/bench.py)
 from tests.entry_points import by_nbgrader, run_nbgrader  # noqa: E402
 

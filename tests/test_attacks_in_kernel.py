@@ -814,7 +814,7 @@ def _verdicts(src, grade_id):
     from w1d1_student import wire
 
     from autograder.exercises.checks import judge_payload
-    from autograder.kernels.sandbox import Limits
+    from autograder.kernels.limits import Limits
 
     run = subprocess.run([sys.executable, "-c", RUN_IN_CAP, grade_id, src, str(Limits().memory_mb)],
                          capture_output=True, text=True, timeout=1200, cwd=REPO)

@@ -17,7 +17,7 @@ from w1d1_student.wire import MIME
 
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, REPO
-from autograder.kernels import sandbox
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 from autograder.static import forbidden_calls
 from tests import grading_class as gc
 
@@ -285,19 +285,19 @@ def test_hidden_modules_in_site_packages_show_a_stub(tmp_path, monkeypatch):
     (site / "w1day1_checks.py").write_text("SECRET = 42\ndef softmax(x):\n    return x\n")
     (site / "__pycache__" / "w1day1_checks.cpython-311.pyc").write_bytes(b"SECRET bytes")
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [*_roots(), str(site)])
+    monkeypatch.setattr(kernel_view, "_python_roots", lambda: [*_roots(), str(site)])
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    sandbox.fill_inbox(None, inbox)
+    kernel_view.fill_inbox(None, inbox)
     probe = (f"import sys; sys.path.insert(0, {str(site)!r}); import w1day1_checks as w; "
              f"print(open(w.__file__).read()); print(open({str(site / '__pycache__' / 'w1day1_checks.cpython-311.pyc')!r}).read())")
-    cmd = sandbox.bwrap_command([sys.executable, "-c", probe], sandbox.Folders(inbox))
+    cmd = bwrap.bwrap_command([sys.executable, "-c", probe], bwrap.Folders(inbox))
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-800:]
     assert "SECRET" not in run.stdout and "评分时" in run.stdout
 
 
-_ORIGINAL_ROOTS = sandbox._python_roots
+_ORIGINAL_ROOTS = kernel_view._python_roots
 
 
 def _roots():
@@ -313,16 +313,16 @@ def test_inbox_takes_only_regular_files(tmp_path):
     os.symlink("/etc/passwd", src / "link.txt")
     os.mkfifo(src / "fifo")
     (src / "sub").mkdir()
-    assert sandbox.fill_inbox(src, inbox) == ["a.ipynb"]
+    assert kernel_view.fill_inbox(src, inbox) == ["a.ipynb"]
     assert "SECRET" not in (inbox / "w1day1_checks.py").read_text()
     assert not (inbox / "link.txt").exists()
 
 
 def test_limits_are_stated_at_start():
-    line = sandbox.describe_limits()
+    line = bwrap.describe_limits()
     assert "沙箱限制" in line and "/tmp" in line and "进程数" in line
     if os.geteuid() == 0:
-        assert sandbox.own_uid_works(), "as root the kernel must get a uid of its own"
+        assert bwrap.own_uid_works(), "as root the kernel must get a uid of its own"
         assert "非 root uid" in line
 
 
@@ -333,18 +333,18 @@ def test_memory_cap_counts_tmpfs_where_the_machine_allows(tmp_path):
     from autograder.kernels import cgroup_limits
 
     if not cgroup_limits.available():
-        assert "不生效" in sandbox.describe_limits()
+        assert "不生效" in bwrap.describe_limits()
         return
     group = cgroup_limits.MemoryCgroup.create(200 * 2**20)
     hog = ("open('/tmp/fill', 'wb').write(b'x' * (150 << 20)); b = bytearray(100 << 20); "
            "b[::4096] = b'y' * len(b[::4096]); print('SURVIVED')")
     try:
-        cmd = group.wrap(sandbox.bwrap_command([sys.executable, "-c", hog]))
+        cmd = group.wrap(bwrap.bwrap_command([sys.executable, "-c", hog]))
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     finally:
         group.remove()
     assert "SURVIVED" not in run.stdout and run.returncode != 0
-    free = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", hog]),
+    free = subprocess.run(bwrap.bwrap_command([sys.executable, "-c", hog]),
                           capture_output=True, text=True, timeout=120)
     assert "SURVIVED" in free.stdout  # the same program fits the other limits: the cgroup made the difference
 
@@ -353,9 +353,9 @@ def test_a_kernel_manager_leaves_no_folders(tmp_path, monkeypatch):
     """Socket folder and copies go away with the manager, also when its kernel never started."""
     import gc as garbage
 
-    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
-    km = sandbox.SandboxKernelManager()
-    inbox = Path(sandbox.tempfile.mkdtemp(prefix="w1d1in-"))
+    monkeypatch.setattr(kernel_manager.tempfile, "tempdir", str(tmp_path))
+    km = kernel_manager.SandboxKernelManager()
+    inbox = Path(kernel_manager.tempfile.mkdtemp(prefix="w1d1in-"))
     km._leftovers.append(inbox)
     assert sorted(p.name[:6] for p in tmp_path.iterdir()) == ["w1d1in", "w1d1r-"]  # the socket folder's parent
     assert km._socket_dir.parent.name.startswith("w1d1r-") and km._socket_dir.name.startswith("w1d1k-")

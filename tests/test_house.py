@@ -9,8 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "autograder"
 MAX_PARAMETERS = 6
 # what runs or judges a notebook: the report (`make report`) loads none of it
-EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.kernels.sandbox",
-             "autograder.chain.sandboxed_execute", "autograder.chain.verdicts", "autograder.exercises", "autograder.exercises.checks")
+EXECUTION = ("torch", "zmq", "jupyter_client", "nbconvert", "nbgrader", "w1d1_student", "autograder.kernels.kernel_manager",
+             "autograder.kernels.bwrap", "autograder.kernels.kernel_view", "autograder.chain.sandboxed_execute",
+             "autograder.chain.verdicts", "autograder.exercises", "autograder.exercises.checks")
 
 
 def _modules(root=PACKAGE):
@@ -84,7 +85,7 @@ def test_the_report_loads_no_code_that_runs_a_notebook():
     # the probe sees what it looks for: the grading chain loads all of it
     chain = code.replace("autograder.report.class_report", "autograder.chain.nbgrader_chain")
     loaded = subprocess.run([sys.executable, "-c", chain], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert {"torch", "zmq", "autograder.kernels.sandbox", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
+    assert {"torch", "zmq", "autograder.kernels.kernel_manager", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
 
 
 def _parameters(fn):
@@ -105,7 +106,7 @@ def test_no_function_of_the_grader_takes_more_than_six_parameters():
 
 
 def test_no_code_of_the_grader_dresses_a_process_up_as_another():
-    """Every path starts its kernels alike (kernels/sandbox.py): nothing rewrites a process's command line,
+    """Every path starts its kernels alike (kernels/kernel_manager.py): nothing rewrites a process's command line,
     environment or sys.orig_argv to look started otherwise."""
     disguises = ("PR_SET_MM", "prctl", "orig_argv")
     found = [f"{path.relative_to(ROOT)}: {word}" for path in sorted(PACKAGE.rglob("*.py"))

@@ -1,11 +1,11 @@
-"""Every graded kernel starts alike on every path (sandbox.SandboxKernelManager): one process, a uid of its own as
+"""Every graded kernel starts alike on every path (kernel_manager.SandboxKernelManager): one process, a uid of its own as
 root, no capability, its first fds 1 and 2 on /dev/null; two kernels of one student see nothing of each other, and
 each is in its memory cgroup where the machine has one, gone with its kernel."""
 import asyncio
 import json
 from pathlib import Path
 
-from autograder.kernels import sandbox
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 
 SEEN = r'''
 import json, os, resource, socket, sys
@@ -82,7 +82,7 @@ async def _run(km, code):
 
 
 def _manager():
-    return sandbox.SandboxKernelManager()
+    return kernel_manager.SandboxKernelManager()
 
 
 async def _seen_by(km, *codes):
@@ -99,9 +99,9 @@ def test_a_kernel_is_one_process_with_nothing_of_the_graders():
     assert a["fork"] == 1  # EPERM: one process
     assert a["status"]["CapBnd"] == "0000000000000000" and a["status"]["Seccomp"] == "2"
     assert a["fd_targets"] == ["pipe", "/dev/null", "/dev/null"] and a["sysv"] == [] and a["loopback"] == "connected"
-    assert a["argv"][0].endswith("ipykernel_launcher.py") and a["cwd"] == sandbox.WORKDIR
+    assert a["argv"][0].endswith("ipykernel_launcher.py") and a["cwd"] == kernel_view.WORKDIR
     assert not any(key.startswith(("W1D1_CASES", "JUPYTER_TOKEN")) for key in a["env"])
-    if sandbox.own_uid_works():  # as root: a uid of its own
+    if bwrap.own_uid_works():  # as root: a uid of its own
         assert a["uid_is_own"] and a["proc_owner"]
 
 

@@ -16,9 +16,11 @@ import textwrap
 
 import nbformat
 import pytest
+from w1d1_student.runner import COMPANIONS
 
 from autograder.course import ASSIGNMENT, RELEASE_DIR, SOURCE_DIR
-from autograder.kernels import sandbox
+from autograder.errors import SandboxUnavailable
+from autograder.kernels import bwrap, kernel_manager, kernel_view
 from tests import grading_class as gc
 from tests.entry_points import ENTRY_POINTS
 from tests.shared_class import attack_class
@@ -238,8 +240,8 @@ CONFINED = textwrap.dedent('''
 def test_confined_python_has_threads_but_no_processes(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    sandbox.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
-    run = subprocess.run(sandbox.bwrap_command([sys.executable, "-c", CONFINED], sandbox.Folders(inbox)),
+    kernel_view.fill_inbox(RELEASE_DIR / ASSIGNMENT, inbox)
+    run = subprocess.run(bwrap.bwrap_command([sys.executable, "-c", CONFINED], bwrap.Folders(inbox)),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     found = eval(run.stdout.strip().splitlines()[-1])
@@ -248,7 +250,7 @@ def test_confined_python_has_threads_but_no_processes(tmp_path):
     assert found["thread"] == [1] and found["tasks"] >= 2, found  # Python threads and torch's own
     # the working folder: the release's files (the companion script and the reference as stubs)
     released = sorted(p.name for p in (RELEASE_DIR / ASSIGNMENT).iterdir() if p.is_file())
-    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in sandbox.COMPANIONS)}), found
+    assert found["cwd"] == sorted({*released, *(f"{m}.py" for m in COMPANIONS)}), found
 
 
 def test_program_is_built_for_known_machines_only(monkeypatch):
@@ -261,8 +263,8 @@ def test_program_is_built_for_known_machines_only(monkeypatch):
     monkeypatch.setattr(no_processes.platform, "machine", lambda: "riscv64")
     with pytest.raises(no_processes.UnsupportedArch, match="riscv64"):
         no_processes.program()
-    with pytest.raises(sandbox.SandboxUnavailable, match="seccomp"):
-        sandbox.bwrap_command(["/usr/bin/true"], uid=False)
+    with pytest.raises(SandboxUnavailable, match="seccomp"):
+        bwrap.bwrap_command(["/usr/bin/true"], uid=False)
 
 
 def test_kernel_folder_is_filled_from_the_release(tmp_path):
@@ -271,7 +273,7 @@ def test_kernel_folder_is_filled_from_the_release(tmp_path):
     (tmp_path / "w1d1_viz.py").write_text("ORIGIN = 'student'\n")
 
     async def listing():
-        km = sandbox.SandboxKernelManager()
+        km = kernel_manager.SandboxKernelManager()
         await km.start_kernel(cwd=str(tmp_path))
         kc = km.client()
         kc.start_channels()

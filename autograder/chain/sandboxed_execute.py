@@ -20,7 +20,7 @@ from autograder.chain.deadline import Deadline
 from autograder.chain.output_budget import OutputBudget
 from autograder.chain.verdicts import ARRIVED_KEY, CASES_KEY, error_output, stream_output
 from autograder.kernels import sandbox_check
-from autograder.kernels.sandbox import SandboxKernelManager
+from autograder.kernels.kernel_manager import SandboxKernelManager
 
 
 class SandboxedExecute(Execute):

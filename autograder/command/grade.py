@@ -29,8 +29,8 @@ from autograder.command.intake import list_students, read_submission
 from autograder.command.regrading import carry_over, grader_version, plan
 from autograder.command.student_ids import safe_folders, student_id
 from autograder.course import ASSIGNMENT, available_notebooks
-from autograder.errors import GradingError
-from autograder.kernels.sandbox import SandboxUnavailable, describe_limits
+from autograder.errors import GradingError, SandboxUnavailable
+from autograder.kernels.bwrap import describe_limits
 from autograder.kernels.sandbox_check import try_kernel
 from autograder.notes import Note, for_page, from_data, printable, quoted
 from autograder.outdir import OutFolder, OutFolderBusy, file_stamp, read_state, write_state, write_text

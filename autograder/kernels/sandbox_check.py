@@ -13,8 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder.kernels import sandbox
-from autograder.kernels.sandbox import SandboxUnavailable
+from autograder.errors import SandboxUnavailable
+from autograder.kernels import bwrap, kernel_view
+from autograder.kernels.limits import Limits
 
 # what the checked python does: is each folder it needs there for its uid, does each module a kernel imports before
 # the first cell resolve; a JSON list of what is missing goes to stdout, or to the file argv[2]
@@ -33,13 +34,13 @@ if len(sys.argv) > 2:
 else:
     print(json.dumps(missing))
 """
-MODULES = sorted({m.split(".")[0] for m in ("ipykernel_launcher", "w1d1_student.registry", *sandbox.AHEAD_IMPORTS)})
+MODULES = sorted({m.split(".")[0] for m in ("ipykernel_launcher", "w1d1_student.registry", *kernel_view.AHEAD_IMPORTS)})
 NO_NAMESPACES = ("namespace", "uid map", "Operation not permitted", "setting up uid", "unshare")
 TIMEOUT = 120
 
 
 def _needed():
-    roots, links = sandbox.python_layout()
+    roots, links = kernel_view.python_layout()
     return [*roots, *(path for path, _ in links), os.path.abspath(sys.executable)], MODULES
 
 
@@ -47,10 +48,10 @@ def _closed_to_others(path):
     """The first folder or file on the way to `path` (from the sandbox folder that holds it) that another uid
     cannot pass or read, or None: the sandbox shows the folders above its own as 0755, nothing below."""
     real = os.path.realpath(path)
-    root = next((r for r in sandbox.python_layout()[0] if sandbox._under(real, r)), None)
+    root = next((r for r in kernel_view.python_layout()[0] if kernel_view._under(real, r)), None)
     if root is None or not os.path.exists(real):
         return None
-    steps = [root, *(str(p) for p in reversed(Path(real).parents) if sandbox._under(str(p), root) and str(p) != root)]
+    steps = [root, *(str(p) for p in reversed(Path(real).parents) if kernel_view._under(str(p), root) and str(p) != root)]
     for step in dict.fromkeys([*steps, real]):
         mode = os.stat(step).st_mode
         if not mode & (0o001 if os.path.isdir(step) else 0o004):
@@ -99,7 +100,7 @@ def _refusal(kernel, stderr, returncode, missing, needed):
         return SandboxUnavailable(f"沙箱里{kernel}不能运行：{closed[0]}（{text.splitlines()[-1]}）", closed[1])
     failed_exec = re.search(r"(?:setpriv: failed to execute|bwrap: execvp) (\S+?):", text)
     if failed_exec:
-        roots = "、".join(sandbox.python_layout()[0])
+        roots = "、".join(kernel_view.python_layout()[0])
         return SandboxUnavailable(f"沙箱里{kernel}找不到评分用的 python {failed_exec.group(1)}（{text}）",
                                   f"沙箱挂载的是 {roots}：这是评分程序的沙箱布局缺陷，请把这个原因报告给课程维护者")
     if text.startswith("bwrap:") and any(word in text for word in NO_NAMESPACES):
@@ -110,11 +111,11 @@ def _refusal(kernel, stderr, returncode, missing, needed):
 
 
 def _fresh(needed, limits):
-    """The check in a sandbox as a freshly started kernel gets (sandbox.bwrap_command, its uid, the launcher)."""
+    """The check in a sandbox as a freshly started kernel gets (bwrap.bwrap_command, its uid, the launcher)."""
     inbox = Path(tempfile.mkdtemp(prefix="w1d1in-"))
     try:
-        sandbox.fill_inbox(None, inbox)
-        cmd = sandbox.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], sandbox.Folders(inbox), limits)
+        kernel_view.fill_inbox(None, inbox)
+        cmd = bwrap.bwrap_command([sys.executable, "-c", CHECK, json.dumps(needed)], bwrap.Folders(inbox), limits)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=inbox)
     finally:
         shutil.rmtree(inbox, ignore_errors=True)
@@ -129,7 +130,7 @@ def _fresh(needed, limits):
 def try_kernel(limits=None):
     """Raise SandboxUnavailable (the real cause, what to do) unless a kernel can start here, in the sandbox every
     graded kernel gets."""
-    limits = limits or sandbox.Limits(cpu_seconds=30)
+    limits = limits or Limits(cpu_seconds=30)
     try:
         needed = _needed()
         _fresh(needed, limits)

@@ -3,7 +3,7 @@ the definitions written in its own answer cell.
 
 This is not what keeps borrowed answers out: the grading kernel runs only the setup, answer and
 test cells, and the companion script and the reference do not exist in its sandbox (see
-autograder/kernels/sandbox.py), however a cell tries to reach them. This check only names the mistake of
+autograder/kernels/kernel_view.py), however a cell tries to reach them. This check only names the mistake of
 an answer cell that defines nothing (for example one that imports the function from elsewhere).
 """
 from w1d1_student.cell_scope import answer_cells, defined_names, missing_message

@@ -7,7 +7,7 @@ under `autograder/exercises/`.
 Every module is imported here, before any code of the student's can reach one of them: a driver captures
 its watches (torch_calls.watching, AutogradUse) by value when it is imported, so a student who rebinds an
 attribute of torch_calls first would otherwise blind a driver imported later. (A grading kernel imports
-this module before the first cell: autograder/kernels/sandbox.py; `check` imports it with the package.)
+this module before the first cell: autograder/kernels/kernel_manager.py; `check` imports it with the package.)
 """
 from . import driver
 from .exercises import nb01_self_attention, nb02_scaled_dot_product, nb03_masks, nb04_multihead, nb05_complexity, nb06_api

@@ -1,7 +1,7 @@
 """Every path starts each notebook's kernel ahead, while the notebooks before run. The grading command
 (the first kernel before nbgrader's own start) starts one per notebook, none thrown away; plain `nbgrader
 autograde` (the hub) cannot know how many notebooks are left: it cold-starts only the first, every later
-notebook, another student's too, takes the kernel started ahead, and the one no notebook took ends with the
+notebook, another student's too, takes a kernel started ahead, and the ones no notebook took end with the
 process, leaving nothing behind. The place a student holds while their notebooks run is given back, and a
 place never given back (a worker that died) slows the next worker down, never stops it."""
 import json
@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from autograder import timing
+from autograder.chain.sandboxed_execute import SandboxedExecute
 from autograder.command import grading_worker
 from autograder.command.grade import grade
 from autograder.course import ASSIGNMENT, SOURCE_DIR, available_notebooks
@@ -52,7 +53,8 @@ def test_plain_nbgrader_starts_each_later_kernel_ahead(tmp_path, monkeypatch):
     steps = [json.loads(line)["what"] for line in log.read_text(encoding="utf-8").splitlines()]
     notebooks = 2 * NOTEBOOKS
     assert steps.count("kernel ready") == notebooks and "restart" not in steps
-    assert steps.count("kernel start") == notebooks + 1, steps  # the first cold, one ahead of each notebook
+    ahead = SandboxedExecute.kernels_ahead.default_value
+    assert steps.count("kernel start") == notebooks + ahead, steps  # the first cold, the rest started ahead
     left = [p.name for p in scratch.iterdir()]
     shutil.rmtree(scratch)
     assert not left

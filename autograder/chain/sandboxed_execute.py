@@ -30,8 +30,9 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(100_000, help="Output kept per cell (bytes).").tag(config=True)
     max_notebook_output_bytes = Integer(1_000_000, help="Output kept per notebook (bytes).").tag(config=True)
     notebook_timeout = Integer(900, help="Wall-clock budget of one notebook (s): bounds every cell, replays included.").tag(config=True)
-    kernels_ahead = Integer(1, help="At most this many kernels started ahead at a time (kernel_pool.py): they boot "
-                            "on the cores the running notebook leaves idle.").tag(config=True)
+    kernels_ahead = Integer(2, help="At most this many kernels started ahead at a time (kernel_pool.py): they boot "
+                            "side by side on the cores the running notebook leaves idle (a notebook's cells take less "
+                            "than a kernel's boot).").tag(config=True)
     kernels_ahead_in_all = Integer(-1, help="Kernels started ahead in all: the grading command sets it to a student's "
                                    "notebooks (less one where the first is started before nbgrader's own start); -1, "
                                    "plain nbgrader, which does not know how many notebooks are left: no bound."

@@ -69,3 +69,25 @@ def test_a_place_never_given_back_delays_the_next_worker_only(monkeypatch):
         assert not gate.acquire(blocking=False)  # still the first holder's
     assert first_wait < 0.3
     assert gate.acquire(blocking=False)  # given back on leaving
+
+
+class Waiting:
+    """A kernel manager as the pool sees one: started for a folder, up or not; records being ended."""
+
+    def __init__(self, up=True):
+        self.has_kernel, self.ended = True, False
+        self.provisioner = type("P", (), {"process": type("Q", (), {"poll": lambda _: None if up else -9})()})()
+        self.context = type("C", (), {"closed": True})()
+
+    async def shutdown_kernel(self, now=False):
+        self.ended = now
+
+
+def test_a_kernel_no_notebook_can_take_is_ended_not_left_at_the_head():
+    from autograder.chain.kernel_pool import Pool
+
+    pool, dead, other, good, later = Pool(), Waiting(up=False), Waiting(), Waiting(), Waiting()
+    pool._kernels = [("a", dead), ("b", other), ("a", good), ("a", later)]
+    assert pool.take("a") is good  # past a kernel that died while it waited and one started for another folder
+    assert dead.ended and other.ended and not good.ended
+    assert pool.take("a") is later and pool.take("a") is None

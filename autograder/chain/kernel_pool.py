@@ -21,9 +21,14 @@ class Pool:
         self._ending = False
 
     def take(self, key):
-        """The kernel started first, if it is up and was started for `key`; else None."""
-        if self._kernels and self._kernels[0][0] == key and self._kernels[0][1].has_kernel:
-            return self._kernels.pop(0)[1]
+        """The first kernel that is up and was started for `key`, else None. Kernels started before it that no
+        notebook can take (down, or started for another folder: only without the sandbox) are ended: left at
+        the head, they would send every later notebook to a cold start."""
+        while self._kernels:
+            started_for, km = self._kernels.pop(0)
+            if started_for == key and _up(km):
+                return km
+            _end(km)
         return None
 
     def wants(self, ahead, in_all):
@@ -48,11 +53,22 @@ class Pool:
         """End the kernels no notebook took, and start counting again."""
         kernels, self._kernels, self.started = self._kernels, [], 0
         for _, km in kernels:
-            try:
-                run_sync(km.shutdown_kernel)(now=True)
-            finally:
-                if not km.context.closed:
-                    km.context.destroy(linger=0)
+            _end(km)
+
+
+def _up(km):
+    """Whether the kernel's process is still running (one that died while it waited is no use)."""
+    process = getattr(km.provisioner, "process", None) if km.has_kernel else None
+    return process is not None and process.poll() is None
+
+
+def _end(km):
+    try:
+        if km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)
+    finally:
+        if not km.context.closed:
+            km.context.destroy(linger=0)
 
 
 POOL = Pool()

@@ -53,3 +53,13 @@ def test_gitignore_keeps_build_output_out():
     ignored = (ROOT / ".gitignore").read_text()
     for entry in (".venv/", "gradebook.db", "/autograded/", "/submitted/", "/feedback/"):
         assert entry in ignored
+
+
+def test_nbgrader_starts_without_building_uri_parsers():
+    """jsonschema from 4.25 imports rfc3987-syntax where it is installed, and that builds 38 lark parsers as it
+    loads (1.1 s of every nbgrader process's start): the pin keeps nbgrader's imports clear of it."""
+    import subprocess
+    import sys
+
+    probe = "import sys, nbgrader.apps; print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"

@@ -141,3 +141,7 @@ class SandboxKernelManager(AsyncKernelManager):
             _remove_all(self._leftovers)
 
     shutdown_kernel = _async_shutdown_kernel
+
+    async def _async_wait(self, pollinterval=0.005):
+        # jupyter_client's own looks every 0.1 s for the process it has just killed and has no setting for it
+        await super()._async_wait(pollinterval)

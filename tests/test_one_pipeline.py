@@ -220,7 +220,7 @@ def _stamped_version(db):
 
 
 def test_both_paths_stamp_the_gradebook_with_nbgrader_s_migration_head(graded):
-    """The command reads the head in its own process (course.alembic_head); nbgrader asks `alembic heads`."""
+    """Both read the head in their own process (nbgrader_chain.alembic_head), and it is what `alembic heads` says."""
     import subprocess
 
     from nbgrader.dbutil import _temp_alembic_ini

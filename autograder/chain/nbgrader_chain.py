@@ -32,6 +32,7 @@ from autograder.course import SOURCE_DIR
 
 def configure(c):
     """Set the chain and its settings on nbgrader's config object `c`."""
+    _stamp_gradebooks_in_process()
     c.CourseDirectory.course_id = "w1d1-attention"
     # nbgrader logs student file names as they are: make them printable (no forged lines, no terminal escapes)
     c.Application.logging_config = {"filters": {"printable": {"()": "autograder.notes.PrintableLog"}},
@@ -96,6 +97,7 @@ def alembic_head():
 
 
 def _stamp_gradebooks_in_process():
+    """nbgrader has no setting for how it reads the head: its module function is replaced, on every path."""
     import nbgrader.api
 
     if getattr(nbgrader.api.get_alembic_version, "__wrapped__", None) is not alembic_head:
@@ -103,10 +105,9 @@ def _stamp_gradebooks_in_process():
 
 
 def api(root, release_dir="release"):
-    """nbgrader's API for the course at `root`; the gradebooks it creates are stamped without a subprocess."""
+    """nbgrader's API for the course at `root`."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 
-    _stamp_gradebooks_in_process()
     cfg = nbgrader_config(root, release_dir)
     return NbGraderAPI(coursedir=CourseDirectory(config=cfg), config=cfg)

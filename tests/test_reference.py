@@ -636,3 +636,23 @@ def test_to_torch_mha(d, h, bias):
         torch.testing.assert_close(ref.torch_mha_forward(t, x, causal=True), mha(x, ref.causal_mask(5)))
         torch.testing.assert_close(ref.torch_mha_forward(t, x, kp, causal=True),
                                    mha(x, ref.attention_mask(kp, causal=True)))
+
+
+@pytest.mark.parametrize("kv_cache", [False, True])
+def test_generation_cost_in_closed_form_is_the_sum_over_the_steps(kv_cache):
+    """nb05's answer key sums each generation step's cost in closed form: the very integers a loop over the
+    steps gives, for every range its mistakes use."""
+    from autograder.exercises.nb05_complexity import ANSWERS, generation
+
+    def step(t, d):
+        return 8 * d**2 + 4 * t * d if kv_cache else 8 * t * d**2 + 4 * t**2 * d
+
+    for T in range(1, 60):
+        for d in (1, 7, 64, 12289):
+            for steps in (range(1, T + 1), range(0, T), range(1, T)):
+                assert generation(T, d, kv_cache, steps) == sum(step(t, d) for t in steps)
+            if kv_cache:
+                case = {"T": T, "d": d, "kv_cache": True}
+                bugs = ANSWERS["generation_flops"]
+                assert bugs["gen_cache_projection"](case) == sum(8 * t * d**2 + 4 * t * d for t in range(1, T + 1))
+                assert bugs["gen_cache_queries"](case) == sum(8 * d**2 + 4 * t**2 * d for t in range(1, T + 1))

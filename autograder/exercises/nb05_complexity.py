@@ -86,11 +86,25 @@ def mha_flops(T, d):
     return 8 * T * d**2 + 4 * T**2 * d
 
 
+def power_sums(steps):
+    """(n, Σt, Σt²) over `steps`, a range of consecutive integers, exactly: in closed form, as a loop over a
+    case's 300 000 steps cost a third of a second each time it was judged."""
+    def s1(n):
+        return n * (n + 1) // 2
+
+    def s2(n):
+        return n * (n + 1) * (2 * n + 1) // 6
+
+    lo, hi = steps.start - 1, steps.stop - 1
+    return hi - lo, s1(hi) - s1(lo), s2(hi) - s2(lo)
+
+
 def generation(T, d, kv_cache, steps=None):
-    steps = range(1, T + 1) if steps is None else steps
+    """Σ over the steps t of one step's cost: 8d² + 4td with the cache, 8td² + 4t²d without."""
+    n, s1, s2 = power_sums(range(1, T + 1) if steps is None else steps)
     if kv_cache:
-        return sum(8 * d**2 + 4 * t * d for t in steps)
-    return sum(8 * t * d**2 + 4 * t**2 * d for t in steps)
+        return 8 * d**2 * n + 4 * d * s1
+    return 8 * d**2 * s1 + 4 * d * s2
 
 
 def _td(f):
@@ -137,8 +151,8 @@ CASES, ANSWERS = graded({
         "gen_no_last": _gen(lambda T, d, kv: generation(T, d, kv, range(1, T))),
         "gen_swapped": _gen(lambda T, d, kv: generation(T, d, not kv)),
         "gen_last_only": _gen(lambda T, d, kv: mha_flops(T, d) if not kv else 8 * d**2 + 4 * T * d),
-        "gen_cache_projection": _gen(lambda T, d, kv: sum(8 * t * d**2 + 4 * t * d for t in range(1, T + 1)) if kv else None),
-        "gen_cache_queries": _gen(lambda T, d, kv: sum(8 * d**2 + 4 * t**2 * d for t in range(1, T + 1)) if kv else None),
+        "gen_cache_projection": _gen(lambda T, d, kv: (8 * d**2 + 4 * d) * power_sums(range(1, T + 1))[1] if kv else None),
+        "gen_cache_queries": _gen(lambda T, d, kv: 8 * d**2 * T + 4 * d * power_sums(range(1, T + 1))[2] if kv else None),
         "gen_macs": _gen(lambda T, d, kv: generation(T, d, kv) // 2),
     }),
 })

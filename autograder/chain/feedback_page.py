@@ -14,6 +14,7 @@ Three layers (configured in nbgrader_config.py):
 import html
 import json
 import re
+from collections import OrderedDict
 
 import bleach
 import nbformat
@@ -30,6 +31,7 @@ from autograder.notes import stored_in
 from autograder.page_policy import CSP_META
 
 MAX_PAGE_BYTES = 2_000_000
+REMEMBERED = 5_000  # rendered cells an exporter keeps for its later pages
 INERT_MIME = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
 TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
         "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
@@ -95,7 +97,8 @@ class SafeHTMLExporter(HTMLExporter):
         # JupyterLab-template cells focusable (nbgrader's template has none) and gives images a stock alt text
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        self.register_filter("highlight_code", self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        self.register_filter("highlight_code", self.filters.get("highlight_code", self._remembered(
+            Highlight2HTML(pygments_lexer=lexer, parent=self), lexer)))
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
                                                                       resources=resources))
@@ -105,7 +108,27 @@ class SafeHTMLExporter(HTMLExporter):
 
     @pass_context
     def markdown2html(self, context, source):
-        return clean_html(super().markdown2html(context, source))
+        if context.get("cell", {}).get("attachments"):  # its images are the cell's own
+            return clean_html(super().markdown2html(context, source))
+        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        return self._remembered(lambda text: clean_html(super(SafeHTMLExporter, self).markdown2html(context, text)),
+                                "markdown", path)(source)
+
+    def _remembered(self, render, *key):
+        """`render(source, ...)`, remembered for the exporter's later pages (the last REMEMBERED calls): a class's
+        pages share most of their cells (the release's), and highlighting and markdown took half of a page's time."""
+        made = self.__dict__.setdefault("_made", OrderedDict())
+
+        def remembered(source, *args, **kw):
+            call = (*key, source, *args, json.dumps(kw, sort_keys=True, default=str))
+            if call in made:
+                made.move_to_end(call)
+            else:
+                made[call] = render(source, *args, **kw)
+                if len(made) > REMEMBERED:
+                    made.popitem(last=False)
+            return made[call]
+        return remembered
 
 
 def _size(node):

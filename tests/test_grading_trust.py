@@ -199,6 +199,31 @@ def test_feedback_budget_cuts_outputs_and_sources():
     assert len(page.encode()) < MAX_PAGE_BYTES and "注意" in page and "Content-Security-Policy" in page
 
 
+def test_a_page_export_renders_each_shared_cell_once_and_the_same(monkeypatch):
+    """One exporter for a class: a cell every page shares (the release's) is highlighted and rendered once, and
+    each page is what a fresh exporter makes of it; a student's own text is never another's, and a markdown cell
+    with attachments (its images) is rendered anew."""
+    import pygments
+
+    from autograder.chain.feedback_page import SafeHTMLExporter
+
+    calls = []
+    real = pygments.highlight
+    monkeypatch.setattr(pygments, "highlight", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first, second = gc.solved(), gc.solved()
+    mine = nbformat.v4.new_markdown_cell("**second's own answer**")
+    pictured = nbformat.v4.new_markdown_cell("![x](attachment:x.png)", attachments={"x.png": {"image/png": "iVBORw0KGgo="}})
+    second.cells += [mine, pictured]
+    exporter = SafeHTMLExporter()
+    exporter.from_notebook_node(first, {"metadata": {"name": gc.NB}})
+    highlighted = len(calls)
+    page, _ = exporter.from_notebook_node(second, {"metadata": {"name": gc.NB}})
+    assert highlighted > 0 and len(calls) == highlighted  # the second page highlighted nothing anew
+    assert page == SafeHTMLExporter().from_notebook_node(second, {"metadata": {"name": gc.NB}})[0]
+    assert "second&#39;s own answer" in page or "second's own answer" in page
+    assert 'src="data:image/png;base64,iVBORw0KGgo="' in page
+
+
 def test_feedback_images_come_only_from_the_page():
     """An image may not fetch anything (a tracking pixel would tell who opened the page, and when)."""
     text = clean_html('<img src="http://evil.example/x.png" alt="a"><img src=" HTTPS://evil.example/y">'

@@ -331,18 +331,19 @@ def classes(tmp_path_factory):
     return attack_class(tmp_path_factory)  # build()'s students, graded with the other attack files'
 
 
-@pytest.fixture(params=ENTRY_POINTS)
+@pytest.fixture(scope="module", params=ENTRY_POINTS)
 def scores(classes, request):
-    """(points per (student, exercise), feedback pages) by the grading command, then by plain nbgrader."""
+    """(points per (student, exercise), feedback pages) by the grading command, then by plain nbgrader: made
+    once per entry point (each page read once), read by every test."""
     run = classes[request.param]
+    worth = {name: dict(graded_cells(name)[0]) for name in {notebook for _, notebook, _ in run.scores}}
     table = {}
     for (student, notebook, grade_id), score in run.scores.items():
-        worth = dict(graded_cells(notebook)[0])
         gid = grade_id.removeprefix("test_").split("__")[0]
         got, total = table.get((student, gid), (0.0, 0.0))
-        table[(student, gid)] = (got + score, total + worth[grade_id])
-    feedback = {f"{s}/{n}": run.page(s, n) for (s, n, _) in run.scores if run.page(s, n)}
-    return table, feedback
+        table[(student, gid)] = (got + score, total + worth[notebook][grade_id])
+    pages = {(s, n): run.page(s, n) for s, n, _ in run.scores}
+    return table, {f"{s}/{n}": page for (s, n), page in pages.items() if page}
 
 
 def test_patching_the_detector_does_not_hide_torch_mha(scores):

@@ -141,7 +141,7 @@ def public_messages():
                                     for i, it in enumerate(table["buggy"])]
         for name, src in items:
             torch.manual_seed(0)
-            out[f"{gid}/{name}"] = verdicts(src, gid)[0].message
+            out[f"{gid}/{name}"] = verdicts(src, gid, checks=(False,))[0].message  # the public check alone
     return out
 
 

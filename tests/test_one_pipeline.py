@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from autograder.chain.nbgrader_chain import nbgrader_config
-from autograder.course import ASSIGNMENT
+from autograder.course import ASSIGNMENT, REPO
 from autograder.notes import stored_in
 from autograder.page_policy import CSP_META
 from autograder.report.grade_tables import graded_cells
@@ -197,6 +197,28 @@ def test_the_command_runs_the_very_chain_nbgrader_runs(tmp_path):
                          ("Autograde", "autograde_preprocessors"), ("GenerateFeedback", "preprocessors"),
                          ("GenerateFeedback", "exporter_class")]:
         assert ours[section][key] == hub[section][key], (section, key)
+
+
+def test_loading_the_chain_loads_no_step_and_every_step_it_names_exists():
+    """nbgrader loads the repo's config for every command: the steps go by name, so generate_assignment and
+    generate_feedback start without torch and the exercises; each name is one of our steps."""
+    import subprocess
+    import sys
+
+    from nbconvert.preprocessors import Preprocessor
+    from traitlets.utils.importstring import import_item
+
+    from autograder.chain import nbgrader_chain
+
+    probe = ("import sys, runpy; runpy.run_path('nbgrader_config.py', {'get_config': lambda: __import__('traitlets')"
+             ".config.Config()}); print(sorted(m for m in ('torch', 'w1d1_student', 'autograder.exercises') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+    names = [nbgrader_chain.SUBMISSION_READER, nbgrader_chain.REPAIR, nbgrader_chain.EXECUTE, nbgrader_chain.JUDGE,
+             nbgrader_chain.PAGE, nbgrader_chain.PAGE_OUTPUTS]
+    steps = [import_item(name) for name in names]
+    assert [s.__name__ for s in steps] == [n.rsplit(".", 1)[1] for n in names]
+    assert all(issubclass(s, Preprocessor) for s in (steps[1], steps[2], steps[3], steps[5]))
 
 
 def test_every_nbgrader_run_draws_its_own_seed(tmp_path):

@@ -82,8 +82,8 @@ def test_the_report_loads_no_code_that_runs_a_notebook():
             " or m.startswith(tuple(e + '.' for e in " + repr(EXECUTION) + "))))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout[:2000]
-    # the probe sees what it looks for: the grading chain loads all of it
-    chain = code.replace("autograder.report.class_report", "autograder.chain.nbgrader_chain")
+    # the probe sees what it looks for: the execution step loads all of it
+    chain = code.replace("autograder.report.class_report", "autograder.chain.sandboxed_execute")
     loaded = subprocess.run([sys.executable, "-c", chain], cwd=ROOT, capture_output=True, text=True, check=True)
     assert {"torch", "zmq", "autograder.kernels.kernel_manager", "w1d1_student"} <= set(ast.literal_eval(loaded.stdout))
 

@@ -64,6 +64,12 @@ def build(root):
     put("magic", gc.solved(softmax="%%time\n" + answers["softmax"],
                            self_attention="\n%%capture out\n" + answers["self_attention"]))
     put("timeit", gc.solved(softmax="%%timeit -n1 -r1\n" + answers["softmax"]))
+    # red team 49: an expression of 50 000 terms, too deep for Python to read, in a scratch cell / in an answer
+    deep = "\n_ = 0" + " + 1" * 50_000 + "\n"
+    nb = gc.solved()
+    nb.cells.append(nbformat.v4.new_code_cell(deep))
+    put("deep_scratch", nb)
+    put("deep_answer", gc.solved(softmax=answers["softmax"] + deep))
     return nb2
 
 
@@ -114,6 +120,14 @@ def test_own_cells_with_made_up_grade_ids_cost_nothing(graded):
     assert points(graded, "own_ids") == (full(), full())
     page = feedback(graded, "own_ids")
     assert "<code>my_setup</code>" in page and "<code>my_scratch</code>" in page
+
+
+def test_a_cell_too_deep_to_read_costs_only_itself(graded):
+    """A scratch cell no parser reads costs nothing (it cost the whole notebook); such an answer costs its exercise."""
+    assert points(graded, "deep_scratch") == (full(), full())
+    softmax = sum(p for gid, p in graded_cells(gc.NB)[0] if gid.removeprefix("test_").split("__")[0] == "softmax")
+    assert points(graded, "deep_answer") == (full() - softmax, full()) and softmax > 0
+    assert "嵌套太深" in feedback(graded, "deep_scratch") and "嵌套太深" in feedback(graded, "deep_answer")
 
 
 def test_a_split_answer_cell_is_graded_whole(graded):

@@ -18,7 +18,7 @@ import uuid
 
 import nbformat
 from w1d1_format import COPY_KEY, OWN_KEY, copy_of
-from w1d1_student.cell_source import check_calls
+from w1d1_student.cell_source import check_calls, tree
 
 from autograder.notes import quoted
 
@@ -28,6 +28,7 @@ META_TYPES = {"grade": bool, "solution": bool, "locked": bool, "task": bool, "gr
 GRADE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,100}$")
 CELL_ID = re.compile(r"^[A-Za-z0-9\-_]{1,64}$")
 IGNORED_COPY = "# （重复的单元格，已忽略）"
+TOO_DEEP = "这个单元格的代码嵌套太深，Python 在默认的递归上限下既读不了也运行不了它"
 
 
 def encodable(value):
@@ -93,6 +94,30 @@ def _clear_own_keys(nb):
     nb.metadata.pop(OWN_KEY, None)
     for cell in nb.cells:
         cell.metadata.pop(OWN_KEY, None)
+
+
+def too_deep(source):
+    """Whether Python cannot read `source` at its default recursion limit (an expression of tens of thousands of
+    terms): nor could a kernel run it, unless code before it raised the limit."""
+    try:
+        tree(source)
+        return False
+    except RecursionError:
+        return True
+
+
+def unreadable_cells(name, nb):
+    """Code cells too deep to read: an answer becomes a cell that raises (its exercise fails, as at home), any other
+    cell (a scratch cell: grading never runs it) a comment. Read as it is, one such cell cost the whole notebook;
+    left unread, an answer could hide what it calls from the static checks (a kernel with a raised limit runs it)."""
+    notes = []
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) and too_deep(cell.source):
+            answer = _meta(cell).get("solution") is True if isinstance(_meta(cell), dict) else False
+            cell.source = f"raise RecursionError({TOO_DEEP!r})" if answer else f"# （{TOO_DEEP}，已换成这一行）"
+            notes.append(f"{name}：{'答案' if answer else '一个'}单元格的代码嵌套太深，读不了，评分时换成了"
+                         f"{'一个报错的单元格，这道题不得分' if answer else '一行注释（它本来也不参与评分）'}。")
+    return notes
 
 
 def restore_metadata(name, nb, release):
@@ -313,7 +338,8 @@ def repair(name, nb, release, source):
     """Every repair of one notebook `nb` (changed in place), in order. Returns the notes, as raw text
     (the chain makes them printable once)."""
     _clear_own_keys(nb)
-    notes = restore_metadata(name, nb, release)
+    notes = unreadable_cells(name, nb)
+    notes += restore_metadata(name, nb, release)
     notes += recover_stripped(name, nb, release)
     notes += answer_copies(name, nb, release)
     notes += tamper_notes(name, nb, source)

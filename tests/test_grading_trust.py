@@ -222,6 +222,16 @@ def test_a_page_export_renders_each_shared_cell_once_and_the_same(monkeypatch):
     assert page == SafeHTMLExporter().from_notebook_node(second, {"metadata": {"name": gc.NB}})[0]
     assert "second&#39;s own answer" in page or "second's own answer" in page
     assert 'src="data:image/png;base64,iVBORw0KGgo="' in page
+    # what it keeps is bounded in characters, whatever the cells (a huge cell is forgotten first)
+    monkeypatch.setattr("autograder.chain.feedback_page.REMEMBERED_CHARS", 200_000)
+    bounded = SafeHTMLExporter()
+    big = gc.solved()
+    big.cells += [nbformat.v4.new_code_cell(f"x{i} = 1 + " + "2 * " * 5_000 + "3") for i in range(12)]
+    for nb in (big, gc.solved()):
+        bounded.from_notebook_node(nb, {"metadata": {"name": gc.NB}})
+        assert bounded._made_chars <= 200_000
+        assert bounded._made_chars == sum(size for _, size in bounded._made.values())
+    assert bounded._made_chars > 0
 
 
 def test_feedback_images_come_only_from_the_page():

@@ -31,7 +31,7 @@ from autograder.notes import stored_in
 from autograder.page_policy import CSP_META
 
 MAX_PAGE_BYTES = 2_000_000
-REMEMBERED = 5_000  # rendered cells an exporter keeps for its later pages
+REMEMBERED_CHARS = 50_000_000  # sources and renders an exporter keeps for its later pages
 INERT_MIME = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg"}
 TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
         "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
@@ -115,19 +115,22 @@ class SafeHTMLExporter(HTMLExporter):
                                 "markdown", path)(source)
 
     def _remembered(self, render, *key):
-        """`render(source, ...)`, remembered for the exporter's later pages (the last REMEMBERED calls): a class's
-        pages share most of their cells (the release's), and highlighting and markdown took half of a page's time."""
+        """`render(source, ...)`, remembered for the exporter's later pages (the calls last used, up to
+        REMEMBERED_CHARS of source and result): a class's pages share most of their cells (the release's), and
+        highlighting and markdown took half of a page's time."""
         made = self.__dict__.setdefault("_made", OrderedDict())
 
         def remembered(source, *args, **kw):
             call = (*key, source, *args, json.dumps(kw, sort_keys=True, default=str))
             if call in made:
                 made.move_to_end(call)
-            else:
-                made[call] = render(source, *args, **kw)
-                if len(made) > REMEMBERED:
-                    made.popitem(last=False)
-            return made[call]
+                return made[call][0]
+            result = render(source, *args, **kw)
+            made[call] = result, len(source) + len(result)
+            self._made_chars = getattr(self, "_made_chars", 0) + made[call][1]
+            while self._made_chars > REMEMBERED_CHARS:
+                self._made_chars -= made.popitem(last=False)[1][1]
+            return result
         return remembered
 
 

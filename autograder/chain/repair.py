@@ -113,7 +113,9 @@ def unreadable_cells(name, nb):
     notes = []
     for cell in nb.cells:
         if cell.get("cell_type") == "code" and isinstance(cell.get("source"), str) and too_deep(cell.source):
-            answer = _meta(cell).get("solution") is True if isinstance(_meta(cell), dict) else False
+            meta = cell.get("metadata")
+            meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+            answer = isinstance(meta, dict) and meta.get("solution") is True
             cell.source = f"raise RecursionError({TOO_DEEP!r})" if answer else f"# （{TOO_DEEP}，已换成这一行）"
             notes.append(f"{name}：{'答案' if answer else '一个'}单元格的代码嵌套太深，读不了，评分时换成了"
                          f"{'一个报错的单元格，这道题不得分' if answer else '一行注释（它本来也不参与评分）'}。")

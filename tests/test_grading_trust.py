@@ -204,21 +204,25 @@ def test_a_page_export_renders_each_shared_cell_once_and_the_same(monkeypatch):
     each page is what a fresh exporter makes of it; a student's own text is never another's, and a markdown cell
     with attachments (its images) is rendered anew."""
     import pygments
+    from nbconvert.exporters.html import HTMLExporter
 
     from autograder.chain.feedback_page import SafeHTMLExporter
 
-    calls = []
+    calls, rendered = [], []
     real = pygments.highlight
     monkeypatch.setattr(pygments, "highlight", lambda *a, **k: calls.append(1) or real(*a, **k))
+    render = HTMLExporter.markdown2html
+    monkeypatch.setattr(HTMLExporter, "markdown2html", lambda self, c, text: rendered.append(text) or render(self, c, text))
     first, second = gc.solved(), gc.solved()
     mine = nbformat.v4.new_markdown_cell("**second's own answer**")
     pictured = nbformat.v4.new_markdown_cell("![x](attachment:x.png)", attachments={"x.png": {"image/png": "iVBORw0KGgo="}})
     second.cells += [mine, pictured]
     exporter = SafeHTMLExporter()
-    exporter.from_notebook_node(first, {"metadata": {"name": gc.NB}})
-    highlighted = len(calls)
-    page, _ = exporter.from_notebook_node(second, {"metadata": {"name": gc.NB}})
+    exporter.from_notebook_node(first, {"metadata": {"name": gc.NB, "path": "/class/ada"}})
+    highlighted, before = len(calls), len(rendered)
+    page, _ = exporter.from_notebook_node(second, {"metadata": {"name": gc.NB, "path": "/class/bo"}})
     assert highlighted > 0 and len(calls) == highlighted  # the second page highlighted nothing anew
+    assert before > 0 and rendered[before:] == [mine.source, pictured.source]  # each student's folder: its own only
     assert page == SafeHTMLExporter().from_notebook_node(second, {"metadata": {"name": gc.NB}})[0]
     assert "second&#39;s own answer" in page or "second's own answer" in page
     assert 'src="data:image/png;base64,iVBORw0KGgo="' in page

@@ -91,6 +91,10 @@ class SafeHTMLExporter(HTMLExporter):
     more_notes = Dict(help="{notebook: notes} the grading command found outside the notebook (its folder, the "
                       "other notebooks), shown after the chain's own; plain nbgrader has none.").tag(config=True)
 
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._made, self._made_chars = OrderedDict(), 0  # _remembered's calls and their size
+
     def from_notebook_node(self, nb, resources=None, **kw):
         name = ((resources or {}).get("metadata") or {}).get("name")
         # HTMLExporter's own, less its last step: a BeautifulSoup pass (half the export's time) that marks
@@ -110,7 +114,8 @@ class SafeHTMLExporter(HTMLExporter):
     def markdown2html(self, context, source):
         if context.get("cell", {}).get("attachments"):  # its images are the cell's own
             return clean_html(super().markdown2html(context, source))
-        path = context.get("resources", {}).get("metadata", {}).get("path", "")
+        # the notebook's folder matters only where images are read from it (embed_images)
+        path = context.get("resources", {}).get("metadata", {}).get("path", "") if self.embed_images else ""
         return self._remembered(lambda text: clean_html(super(SafeHTMLExporter, self).markdown2html(context, text)),
                                 "markdown", path)(source)
 
@@ -118,18 +123,16 @@ class SafeHTMLExporter(HTMLExporter):
         """`render(source, ...)`, remembered for the exporter's later pages (the calls last used, up to
         REMEMBERED_CHARS of source and result): a class's pages share most of their cells (the release's), and
         highlighting and markdown took half of a page's time."""
-        made = self.__dict__.setdefault("_made", OrderedDict())
-
         def remembered(source, *args, **kw):
             call = (*key, source, *args, json.dumps(kw, sort_keys=True, default=str))
-            if call in made:
-                made.move_to_end(call)
-                return made[call][0]
+            if call in self._made:
+                self._made.move_to_end(call)
+                return self._made[call][0]
             result = render(source, *args, **kw)
-            made[call] = result, len(source) + len(result)
-            self._made_chars = getattr(self, "_made_chars", 0) + made[call][1]
+            self._made[call] = result, len(source) + len(result)
+            self._made_chars += len(source) + len(result)
             while self._made_chars > REMEMBERED_CHARS:
-                self._made_chars -= made.popitem(last=False)[1][1]
+                self._made_chars -= self._made.popitem(last=False)[1][1]
             return result
         return remembered
 
